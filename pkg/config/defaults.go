@@ -1,0 +1,82 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Default values, in one place. The struct doc comments repeat them for readers of the types.
+const (
+	DefaultDataDir          = "/var/lib/warmd"
+	DefaultContainerdSocket = "/run/containerd/containerd.sock"
+	DefaultNamespace        = "k8s.io"
+	DefaultSnapshotter      = "overlayfs"
+	DefaultRegion           = "us-east-1"
+	DefaultListen           = ":9400"
+	DefaultPodLogDir        = "/var/log/pods"
+	DefaultHostsDir         = "/etc/containerd/certs.d"
+)
+
+// Default fills every unset field with its default. It is idempotent.
+func (c *NodeConfig) Default() {
+	if c.NodeName == "" {
+		c.NodeName = os.Getenv("NODE_NAME")
+	}
+	if c.NodeName == "" {
+		c.NodeName, _ = os.Hostname()
+	}
+	setStr(&c.DataDir, DefaultDataDir)
+	setStr(&c.Containerd.Address, DefaultContainerdSocket)
+	setStr(&c.Containerd.Namespace, DefaultNamespace)
+	setStr(&c.Containerd.Snapshotter, DefaultSnapshotter)
+	setStr(&c.Containerd.Backend, "auto")
+	setStr(&c.S3.Region, DefaultRegion)
+	if c.S3.UsePathStyle == nil {
+		v := c.S3.Endpoint != ""
+		c.S3.UsePathStyle = &v
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		setStr(&m.Revision, "main")
+		if m.TensorParallelSize == 0 {
+			m.TensorParallelSize = 1
+		}
+	}
+	setDur(&c.ImagePull.ResolveInterval, 15*time.Minute)
+	setInt(&c.ImagePull.Concurrency, 2)
+	setStr(&c.ImagePull.OnRemove, "unpin")
+	setStr(&c.ImagePull.HostsDir, DefaultHostsDir)
+	setInt(&c.Weights.Concurrency, 16)
+	if c.Weights.ChunkSize.IsZero() {
+		c.Weights.ChunkSize = resource.MustParse("16Mi")
+	}
+	setDur(&c.Weights.InUseWindow, 10*time.Minute)
+	setDur(&c.CompileCache.QuietPeriod, 60*time.Second)
+	setStr(&c.Phases.PodLogDir, DefaultPodLogDir)
+	setInt(&c.Phases.Keep, 200)
+	setDur(&c.Readiness.Resync, 5*time.Minute)
+	setStr(&c.API.Socket, filepath.Join(c.DataDir, "warmd.sock"))
+	setStr(&c.API.Listen, DefaultListen)
+}
+
+func setStr(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDur(p *metav1.Duration, v time.Duration) {
+	if p.Duration == 0 {
+		p.Duration = v
+	}
+}

@@ -1,0 +1,141 @@
+package config
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Containerd says how to reach the node's containerd, the one the kubelet uses.
+type Containerd struct {
+	// Address is the containerd socket. Default /run/containerd/containerd.sock.
+	Address string `json:"address,omitempty"`
+	// Namespace the kubelet's images live in. Default k8s.io: images pulled elsewhere are invisible to pods.
+	Namespace string `json:"namespace,omitempty"`
+	// Snapshotter to unpack into; it must be the CRI plugin's. Default overlayfs.
+	Snapshotter string `json:"snapshotter,omitempty"`
+	// Backend is auto (containerd when its socket answers, else embedded), containerd, or embedded
+	// (a content store under the data dir; for demos and nodes without containerd). Default auto.
+	Backend string `json:"backend,omitempty"`
+}
+
+// S3 configures the one S3 client that weights and compile caches share. Credentials never appear
+// here: they come from the default AWS chain (environment, shared config files, IRSA web identity,
+// EKS pod identity), so a ConfigMap never holds a secret.
+type S3 struct {
+	// Endpoint for S3-compatible stores (http://host:port). Empty means AWS S3.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Region. Default us-east-1 (S3-compatible stores ignore it but the signer needs one).
+	Region string `json:"region,omitempty"`
+	// UsePathStyle addresses buckets as endpoint/bucket rather than bucket.endpoint; most
+	// S3-compatible stores need it. Default: true when Endpoint is set.
+	UsePathStyle *bool `json:"usePathStyle,omitempty"`
+	// Profile selects a profile from the shared AWS config files.
+	Profile string `json:"profile,omitempty"`
+}
+
+// Model is one model some nodes should serve warm.
+type Model struct {
+	// Name as vLLM's --model / Hugging Face id ("Qwen/Qwen2.5-7B-Instruct"); it names the HF cache dir.
+	Name string `json:"name"`
+	// Source holds the model files: s3://bucket/prefix/ or file:///path/.
+	Source string `json:"source"`
+	// Revision names the snapshot (a commit hash or a ref such as "main"). Default main.
+	Revision string `json:"revision,omitempty"`
+	// Image is the vLLM image that serves this model; it is kept warm with the weights.
+	Image string `json:"image,omitempty"`
+	// TensorParallelSize the model runs with; used to match starts and predictions. Default 1.
+	TensorParallelSize int `json:"tensorParallelSize,omitempty"`
+	// NodeSelector picks the nodes that want this model. Empty selects every node.
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// Include and Exclude are glob patterns on object names relative to Source; empty Include takes all.
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+	// SHA256Manifest names an object under Source listing "<sha256>  <file>" lines (sha256sum format)
+	// used to verify files when the store gives no checksum of its own.
+	SHA256Manifest string `json:"sha256Manifest,omitempty"`
+}
+
+// Image is an extra image to keep pulled, unpacked and pinned.
+type Image struct {
+	// Ref is a tag or digest reference.
+	Ref string `json:"ref"`
+}
+
+// ImagePull tunes image prefetching.
+type ImagePull struct {
+	// ResolveInterval is how often tags are resolved to digests. Default 15m.
+	ResolveInterval metav1.Duration `json:"resolveInterval,omitempty"`
+	// Concurrency bounds images pulled at once. Default 2.
+	Concurrency int `json:"concurrency,omitempty"`
+	// OnRemove is what happens to an image warmd pinned once it leaves the config: unpin (default,
+	// the kubelet's GC may then reclaim it), keep (stay pinned), or remove (delete every ref).
+	OnRemove string `json:"onRemove,omitempty"`
+	// AuthFiles are docker config.json or kubernetes.io/dockerconfigjson files with registry credentials.
+	AuthFiles []string `json:"authFiles,omitempty"`
+	// HostsDir is a containerd hosts.toml config dir for mirrors. Default /etc/containerd/certs.d.
+	HostsDir string `json:"hostsDir,omitempty"`
+	// PlainHTTP lists registries (host:port) reached over plain HTTP. Loopback registries always are.
+	PlainHTTP []string `json:"plainHTTP,omitempty"`
+}
+
+// Weights tunes model-weight prefetching.
+type Weights struct {
+	// Budget caps the bytes of weights kept on the node; least recently used models no pod uses are
+	// evicted to make room. Zero means no cap.
+	Budget resource.Quantity `json:"budget,omitempty"`
+	// BandwidthLimit caps download bytes per second so prefetch does not starve serving. Zero: no cap.
+	BandwidthLimit resource.Quantity `json:"bandwidthLimit,omitempty"`
+	// Concurrency is the number of ranged GETs in flight. Default 16.
+	Concurrency int `json:"concurrency,omitempty"`
+	// ChunkSize is the size of one ranged GET. Default 16Mi.
+	ChunkSize resource.Quantity `json:"chunkSize,omitempty"`
+	// InUseWindow: a model whose files were opened this recently counts as in use. Default 10m.
+	InUseWindow metav1.Duration `json:"inUseWindow,omitempty"`
+}
+
+// CompileCache configures the per-SKU torch.compile/Inductor/Triton/FlashInfer caches.
+type CompileCache struct {
+	// Disabled turns compile-cache management off.
+	Disabled bool `json:"disabled,omitempty"`
+	// Remote is s3://bucket/prefix where bundles are shared between nodes. Empty: node-local only.
+	Remote string `json:"remote,omitempty"`
+	// QuietPeriod without writes before new cache entries are captured. Default 60s.
+	QuietPeriod metav1.Duration `json:"quietPeriod,omitempty"`
+	// Budget caps the bytes of compile caches on the node. Zero: no cap.
+	Budget resource.Quantity `json:"budget,omitempty"`
+}
+
+// Phases configures startup measurement of vLLM pods.
+type Phases struct {
+	// PodLogDir is the kubelet's pod log dir. Default /var/log/pods.
+	PodLogDir string `json:"podLogDir,omitempty"`
+	// Keep is how many start records are kept. Default 200.
+	Keep int `json:"keep,omitempty"`
+}
+
+// Readiness configures what warmd publishes on its Node.
+type Readiness struct {
+	// Disabled stops all writes to the Node (warmd then only serves its local API).
+	Disabled bool `json:"disabled,omitempty"`
+	// Kubeconfig path; empty means in-cluster config.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// StartupTaint keeps warmd.io/cold:NoSchedule on the node until it is warm.
+	StartupTaint bool `json:"startupTaint,omitempty"`
+	// Resync is how often the Node is re-read and corrected. Default 5m.
+	Resync metav1.Duration `json:"resync,omitempty"`
+}
+
+// GPU configures GPU identity labels.
+type GPU struct {
+	// GFDLabels also publishes NVIDIA GPU Feature Discovery's nvidia.com/* names, for clusters without GFD.
+	GFDLabels bool `json:"gfdLabels,omitempty"`
+}
+
+// API configures warmd's own endpoints.
+type API struct {
+	// Socket for the local API (`warmd status`). Default <dataDir>/warmd.sock.
+	Socket string `json:"socket,omitempty"`
+	// Listen is the TCP address for /metrics, /healthz and /readyz. Default :9400. Nothing sensitive
+	// is served there.
+	Listen string `json:"listen,omitempty"`
+}

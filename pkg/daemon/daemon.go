@@ -1,0 +1,216 @@
+// Package daemon runs warmd's parts together: it loads nothing itself (cmd/warmd hands it a parsed
+// config), starts every part and the API listeners in one errgroup, feeds config reloads to the parts,
+// and stops everything within a bounded grace period when its context ends.
+//
+// It owns the lifecycle, not what the parts do.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/version"
+)
+
+// Part is one long-running capability (images, weights, caches, phases, readiness). Run blocks until
+// ctx ends and returns nil then; an error from Run stops the daemon, so parts handle their own
+// transient failures and report them in their status section instead.
+type Part interface {
+	Name() string
+	Run(ctx context.Context) error
+}
+
+// Reconfigurable parts accept a new, validated config while running.
+type Reconfigurable interface {
+	Reconfigure(cfg *config.NodeConfig)
+}
+
+// Deps is what every part is built from.
+type Deps struct {
+	Config  *config.NodeConfig
+	Store   *state.Store
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+// PartFactory builds one part; it returns nil when the config leaves the part off.
+type PartFactory func(Deps) (Part, error)
+
+// Options configure a daemon.
+type Options struct {
+	ConfigPath string
+	// ConfigData is the content Config was parsed from (so the watcher knows what is loaded).
+	ConfigData []byte
+	Config     *config.NodeConfig
+	// Grace bounds shutdown after the context ends.
+	Grace time.Duration
+	// Parts are the factories of the parts to run, in start order.
+	Parts []PartFactory
+	// Poll is the config-file poll interval backing up fsnotify.
+	Poll time.Duration
+}
+
+// DaemonStatus is the daemon's own status section.
+type DaemonStatus struct {
+	Version    string    `json:"version"`
+	NodeName   string    `json:"nodeName"`
+	DataDir    string    `json:"dataDir"`
+	ConfigFile string    `json:"configFile"`
+	Started    time.Time `json:"started"`
+	PID        int       `json:"pid"`
+	Parts      []string  `json:"parts"`
+	Reloads    int       `json:"reloads"`
+	LastReload *Reload   `json:"lastReload,omitempty"`
+	Listen     string    `json:"listen"`
+	Socket     string    `json:"socket"`
+	Stopping   bool      `json:"stopping,omitempty"`
+	Problems   []string  `json:"problems,omitempty"`
+}
+
+// Reload records the outcome of the last config reload.
+type Reload struct {
+	Time    time.Time `json:"time"`
+	Applied bool      `json:"applied"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Run runs the daemon until ctx ends. It returns nil after a clean shutdown.
+func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metrics, gatherer prometheus.Gatherer, log *slog.Logger) error {
+	cfg := opts.Config
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "state"), 0o755); err != nil {
+		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 20 * time.Second
+	}
+	m.Daemon.BuildInfo.WithLabelValues(version.Version).Set(1)
+
+	deps := Deps{Config: cfg, Store: store, Metrics: m, Log: log}
+	var parts []Part
+	for _, f := range opts.Parts {
+		p, err := f(deps)
+		if err != nil {
+			return fmt.Errorf("set up: %w", err)
+		}
+		if p != nil {
+			parts = append(parts, p)
+		}
+	}
+	ds := DaemonStatus{
+		Version: version.Version, NodeName: cfg.NodeName, DataDir: cfg.DataDir, ConfigFile: opts.ConfigPath,
+		Started: time.Now().UTC(), PID: os.Getpid(), Listen: cfg.API.Listen, Socket: cfg.API.Socket,
+	}
+	for _, p := range parts {
+		ds.Parts = append(ds.Parts, p.Name())
+	}
+	var dsMu sync.Mutex
+	publishDaemon := func(mut func(*DaemonStatus)) {
+		dsMu.Lock()
+		defer dsMu.Unlock()
+		mut(&ds)
+		cp := ds
+		store.Publish(state.SectionDaemon, cp)
+	}
+	publishDaemon(func(*DaemonStatus) {})
+	store.Publish(state.SectionConfig, Summarize(cfg))
+
+	local, err := api.ListenUnix(cfg.API.Socket)
+	if err != nil {
+		return err
+	}
+	public, err := net.Listen("tcp", cfg.API.Listen)
+	if err != nil {
+		local.Close()
+		return fmt.Errorf("listen on %s: %w (set api.listen to a free address)", cfg.API.Listen, err)
+	}
+	srv := &api.Server{Store: store, Gatherer: gatherer, Log: log}
+	log.Info("warmd started", "version", version.Version, "node", cfg.NodeName, "socket", cfg.API.Socket,
+		"listen", public.Addr().String(), "parts", ds.Parts)
+
+	// Parts run under their own context so the API keeps answering while they stop.
+	partsCtx, stopParts := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopParts()
+	g, gctx := errgroup.WithContext(partsCtx)
+	for _, p := range parts {
+		g.Go(func() error {
+			if err := p.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: %w", p.Name(), err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		return config.Watch(gctx, opts.ConfigPath, opts.ConfigData, opts.Poll, func(next *config.NodeConfig, err error) {
+			r := &Reload{Time: time.Now().UTC(), Applied: err == nil}
+			if err != nil {
+				r.Error = err.Error()
+				m.Daemon.ConfigReloads.WithLabelValues("rejected").Inc()
+				log.Error("config change rejected; the previous config keeps running", "file", opts.ConfigPath, "err", err)
+			} else {
+				m.Daemon.ConfigReloads.WithLabelValues("applied").Inc()
+				log.Info("config reloaded", "file", opts.ConfigPath, "config", next)
+				for _, p := range parts {
+					if rc, ok := p.(Reconfigurable); ok {
+						rc.Reconfigure(next)
+					}
+				}
+				store.Publish(state.SectionConfig, Summarize(next))
+			}
+			publishDaemon(func(d *DaemonStatus) { d.Reloads++; d.LastReload = r })
+		})
+	})
+	srvErr := make(chan error, 2)
+	apiCtx, stopAPI := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAPI()
+	go func() { srvErr <- api.Serve(apiCtx, local, srv.LocalHandler(), opts.Grace) }()
+	go func() { srvErr <- api.Serve(apiCtx, public, srv.PublicHandler(), opts.Grace) }()
+	partsDone := make(chan error, 1)
+	go func() { partsDone <- g.Wait() }()
+
+	var runErr error
+	pendingSrv := 2
+	select {
+	case <-ctx.Done():
+		log.Info("stopping", "grace", opts.Grace.String())
+	case runErr = <-partsDone:
+		partsDone <- runErr
+		log.Error("a part failed; stopping", "err", runErr)
+	case runErr = <-srvErr:
+		pendingSrv--
+		log.Error("API server failed; stopping", "err", runErr)
+	}
+	publishDaemon(func(d *DaemonStatus) { d.Stopping = true })
+	stopParts()
+	select {
+	case err := <-partsDone:
+		if runErr == nil {
+			runErr = err
+		}
+	case <-time.After(opts.Grace):
+		runErr = errors.Join(runErr, fmt.Errorf("parts did not stop within the %s grace period", opts.Grace))
+	}
+	stopAPI()
+	for range pendingSrv {
+		if err := <-srvErr; err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if runErr == nil {
+		log.Info("stopped cleanly")
+	}
+	return runErr
+}
