@@ -8,9 +8,9 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
