@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 export GOFLAGS=-buildvcs=false
 
 VERSITYGW_VERSION=v1.8.0
-pins=$(cat go.mod go.sum hack/k8s-testbin/*/go.mod hack/k8s-testbin/*/go.sum scripts/testbin.sh | sha256sum | cut -c1-16)
+# Key the cache by what decides the binaries: the containerd pin in go.mod, the wrapper modules, this script.
+pins=$( { grep -E 'containerd/containerd/v2 |^go ' go.mod; cat hack/k8s-testbin/*/go.mod hack/k8s-testbin/*/go.sum scripts/testbin.sh; } | sha256sum | cut -c1-16)
 cache=${WARMD_TESTBIN_CACHE:-$HOME/.cache/warmd-testbin}
 dir=$cache/$pins
 log() { echo "testbin: $*" >&2; }
@@ -53,6 +54,7 @@ CGO_ENABLED=0 go build -o "$tmp/" \
 
 log "building versitygw $VERSITYGW_VERSION"
 GOBIN=$tmp CGO_ENABLED=0 go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+echo "$VERSITYGW_VERSION" >"$tmp/versitygw.version"  # its --version says only "git" when built by go install
 
 log "building etcd v3.6.16 (hack/k8s-testbin/etcd)"
 (cd hack/k8s-testbin/etcd && CGO_ENABLED=0 go build -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)

@@ -117,7 +117,7 @@ mkdir -p "$root/tmp"
 
 log "containerd $("$bin/ctr" --address "$c2/sock" version 2>/dev/null | awk '/Server:/{s=1} s&&/Version:/{print $2; exit}') at $c2/sock"
 log "containerd $(/usr/bin/ctr --address "$c1/sock" version 2>/dev/null | awk '/Server:/{s=1} s&&/Version:/{print $2; exit}') at $c1/sock"
-log "versitygw $("$bin/versitygw" --version 2>&1 | head -1) at http://127.0.0.1:$s3port"
+log "versitygw $(cat "$bin/versitygw.version" 2>/dev/null || echo unknown) at http://127.0.0.1:$s3port"
 log "docker-registry $(/usr/bin/docker-registry --version 2>&1 | awk '{print $3}') at 127.0.0.1:$regport"
 log "kube-apiserver $("$bin/kube-apiserver" --version 2>&1) (started per test package by envtest)"
 log "etcd $("$bin/etcd" --version 2>&1 | awk '/etcd Version/{print $3}') (started per test package by envtest)"
