@@ -1,0 +1,347 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"warmd.io/warmd/pkg/config"
+)
+
+// Checksum modes for Options.Checksums.
+const (
+	// ChecksumsAuto: WhenRequired for a custom endpoint (many S3-compatible stores reject or mangle
+	// the SDK's default CRC trailers), WhenSupported for AWS S3. AWS_REQUEST_CHECKSUM_CALCULATION and
+	// AWS_RESPONSE_CHECKSUM_VALIDATION, when set, win over auto.
+	ChecksumsAuto = ""
+	// ChecksumsWhenSupported sends and validates CRC checksums whenever the operation allows.
+	ChecksumsWhenSupported = "when_supported"
+	// ChecksumsWhenRequired sends and validates them only where the API requires it.
+	ChecksumsWhenRequired = "when_required"
+)
+
+// Options tune the S3 client beyond what config.S3 says.
+type Options struct {
+	// MaxConns sizes the HTTP connection pool; set it to at least the caller's concurrency so
+	// parallel ranged GETs reuse connections. Default 64.
+	MaxConns int
+	// Backoff is the retry policy of every operation. Default DefaultBackoff.
+	Backoff Backoff
+	// Checksums is ChecksumsAuto, ChecksumsWhenSupported or ChecksumsWhenRequired.
+	Checksums string
+	// Credentials overrides the default AWS chain; nil (production) uses the chain.
+	Credentials aws.CredentialsProvider
+	// OnRetry sees every retried error (metrics); may be nil.
+	OnRetry func(op string, err error)
+	Log     *slog.Logger
+}
+
+// S3 is the Store backed by aws-sdk-go-v2.
+type S3 struct {
+	client  *s3.Client
+	backoff Backoff
+	onRetry func(string, error)
+}
+
+var _ Store = (*S3)(nil)
+
+// NewS3 builds the shared S3 client. Credentials come from the default AWS chain (environment,
+// shared config/credentials files and cfg.Profile, web identity/IRSA, EKS pod identity, IMDS).
+//
+// AWS_CA_BUNDLE: LoadDefaultConfig loads it into its own buildable HTTP client (and fails if handed a
+// plain *http.Client), so the client is tuned on s3.Options by cloning that buildable client: the CA
+// bundle keeps applying to S3 traffic and the pool is sized for parallel ranged GETs.
+func NewS3(ctx context.Context, cfg config.S3, opts Options) (*S3, error) {
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 64
+	}
+	region := cfg.Region
+	if region == "" {
+		region = config.DefaultRegion
+	}
+	loads := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
+	if cfg.Profile != "" {
+		loads = append(loads, awsconfig.WithSharedConfigProfile(cfg.Profile))
+	}
+	if opts.Credentials != nil {
+		loads = append(loads, awsconfig.WithCredentialsProvider(opts.Credentials))
+	}
+	mode := opts.Checksums
+	if mode == ChecksumsAuto && cfg.Endpoint != "" {
+		mode = ChecksumsWhenRequired
+	}
+	switch mode {
+	case ChecksumsWhenRequired:
+		if os.Getenv("AWS_REQUEST_CHECKSUM_CALCULATION") == "" || opts.Checksums != ChecksumsAuto {
+			loads = append(loads, awsconfig.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired))
+		}
+		if os.Getenv("AWS_RESPONSE_CHECKSUM_VALIDATION") == "" || opts.Checksums != ChecksumsAuto {
+			loads = append(loads, awsconfig.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired))
+		}
+	case ChecksumsWhenSupported:
+		loads = append(loads, awsconfig.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenSupported),
+			awsconfig.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenSupported))
+	case ChecksumsAuto:
+	default:
+		return nil, fmt.Errorf("s3 checksum mode %q: use %q, %q or empty for auto", mode, ChecksumsWhenSupported, ChecksumsWhenRequired)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, loads...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config (region %s, profile %q): %w", region, cfg.Profile, err)
+	}
+	base, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok || base == nil {
+		base = awshttp.NewBuildableClient()
+	}
+	n := opts.MaxConns
+	httpClient := base.WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = 2 * n
+		t.MaxIdleConnsPerHost = 2 * n
+		t.ReadBufferSize = 256 << 10
+		t.WriteBufferSize = 256 << 10
+		t.DisableCompression = true
+		t.IdleConnTimeout = 90 * time.Second
+	}).WithTimeout(0) // bodies of big ranges take as long as they take; ctx bounds them
+	pathStyle := cfg.Endpoint != ""
+	if cfg.UsePathStyle != nil {
+		pathStyle = *cfg.UsePathStyle
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.HTTPClient = httpClient
+		o.UsePathStyle = pathStyle
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		// One retry layer (ours, jittered, with short-read resume), not two multiplying each other.
+		o.Retryer = aws.NopRetryer{}
+	})
+	onRetry := opts.OnRetry
+	if onRetry == nil {
+		onRetry = func(string, error) {}
+	}
+	if opts.Log != nil {
+		log, inner := opts.Log, onRetry
+		onRetry = func(op string, err error) {
+			log.Debug("s3 retry", "op", op, "err", err)
+			inner(op, err)
+		}
+	}
+	return &S3{client: client, backoff: opts.Backoff, onRetry: onRetry}, nil
+}
+
+// Client exposes the SDK client for callers that need an operation Store lacks (multipart
+// uploads in tests, transfer-manager comparisons in benchmarks).
+func (c *S3) Client() *s3.Client { return c.client }
+
+func (c *S3) retry(ctx context.Context, op string, f func(attempt int) error) error {
+	return c.backoff.Do(ctx, f, func(err error) { c.onRetry(op, err) })
+}
+
+// List implements Store.
+func (c *S3) List(ctx context.Context, bucket, prefix string) ([]Object, error) {
+	var out []Object
+	var token *string
+	for {
+		var page *s3.ListObjectsV2Output
+		err := c.retry(ctx, "list", func(int) error {
+			var err error
+			page, err = c.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, ContinuationToken: token})
+			return mapErr(err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			obj := Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: trimETag(aws.ToString(o.ETag)), LastModified: aws.ToTime(o.LastModified)}
+			if len(o.ChecksumAlgorithm) > 0 {
+				obj.Checksum.Algorithm = string(o.ChecksumAlgorithm[0])
+				obj.Checksum.Composite = o.ChecksumType == types.ChecksumTypeComposite
+			}
+			out = append(out, obj)
+		}
+		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
+			return out, nil
+		}
+		token = page.NextContinuationToken
+	}
+}
+
+// Head implements Store; it asks for the stored checksum (ChecksumMode ENABLED).
+func (c *S3) Head(ctx context.Context, bucket, key string) (Object, error) {
+	var h *s3.HeadObjectOutput
+	err := c.retry(ctx, "head", func(int) error {
+		var err error
+		h, err = c.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key, ChecksumMode: types.ChecksumModeEnabled})
+		return mapErr(err)
+	})
+	if err != nil {
+		return Object{}, fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
+	}
+	o := Object{Key: key, Size: aws.ToInt64(h.ContentLength), ETag: trimETag(aws.ToString(h.ETag)), LastModified: aws.ToTime(h.LastModified)}
+	for _, cs := range []struct {
+		alg string
+		v   *string
+	}{{"CRC64NVME", h.ChecksumCRC64NVME}, {"CRC32C", h.ChecksumCRC32C}, {"CRC32", h.ChecksumCRC32}, {"SHA256", h.ChecksumSHA256}, {"SHA1", h.ChecksumSHA1}} {
+		if v := aws.ToString(cs.v); v != "" {
+			o.Checksum = Checksum{Algorithm: cs.alg, Value: v, Composite: h.ChecksumType == types.ChecksumTypeComposite || strings.Contains(v, "-")}
+			break
+		}
+	}
+	return o, nil
+}
+
+// ReadRange implements Store.
+func (c *S3) ReadRange(ctx context.Context, bucket, key string, off int64, buf []byte) error {
+	done := 0
+	err := c.retry(ctx, "get", func(int) error {
+		if done == len(buf) {
+			return nil
+		}
+		start := off + int64(done)
+		rng := fmt.Sprintf("bytes=%d-%d", start, off+int64(len(buf))-1)
+		out, err := c.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
+		if err != nil {
+			return mapErr(err)
+		}
+		defer out.Body.Close()
+		n, err := io.ReadFull(out.Body, buf[done:])
+		done += n
+		if err != nil {
+			return fmt.Errorf("short read at byte %d of %d: %w", done, len(buf), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("get s3://%s/%s range %d+%d: %w", bucket, key, off, len(buf), err)
+	}
+	return nil
+}
+
+// Get implements Store. A resumed read carries If-Match with the first response's ETag, so an object
+// replaced mid-read fails instead of being spliced.
+func (c *S3) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {
+	var written int64
+	var etag *string
+	err := c.retry(ctx, "get", func(int) error {
+		in := &s3.GetObjectInput{Bucket: &bucket, Key: &key, IfMatch: etag}
+		if written > 0 {
+			in.Range = aws.String(fmt.Sprintf("bytes=%d-", written))
+		}
+		out, err := c.client.GetObject(ctx, in)
+		if err != nil {
+			return mapErr(err)
+		}
+		defer out.Body.Close()
+		if etag == nil && out.ETag != nil {
+			etag = out.ETag
+		}
+		n, err := io.Copy(w, out.Body)
+		written += n
+		if err != nil {
+			return fmt.Errorf("read body after %d bytes: %w", written, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return written, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	return written, nil
+}
+
+// Put implements Store.
+func (c *S3) Put(ctx context.Context, bucket, key string, body io.ReadSeeker, size int64, opts PutOptions) error {
+	in := &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: body, ContentLength: aws.Int64(size)}
+	if opts.IfNoneMatch {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if opts.ChecksumAlgorithm != "" {
+		in.ChecksumAlgorithm = types.ChecksumAlgorithm(opts.ChecksumAlgorithm)
+	}
+	err := c.retry(ctx, "put", func(attempt int) error {
+		if attempt > 1 {
+			if _, err := body.Seek(0, io.SeekStart); err != nil {
+				return fmt.Errorf("rewind body: %w", errors.Join(err, context.Canceled))
+			}
+		}
+		_, err := c.client.PutObject(ctx, in)
+		return mapErr(err)
+	})
+	if err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// Parts implements Store through GetObjectAttributes.
+func (c *S3) Parts(ctx context.Context, bucket, key string) ([]Part, error) {
+	var parts []Part
+	var marker *string
+	for {
+		var out *s3.GetObjectAttributesOutput
+		err := c.retry(ctx, "attributes", func(int) error {
+			var err error
+			out, err = c.client.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{
+				Bucket: &bucket, Key: &key, PartNumberMarker: marker, MaxParts: aws.Int32(1000),
+				ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectParts, types.ObjectAttributesChecksum},
+			})
+			return mapErr(err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("object parts of s3://%s/%s: %w", bucket, key, err)
+		}
+		op := out.ObjectParts
+		if op == nil {
+			return parts, nil
+		}
+		for _, p := range op.Parts {
+			v := aws.ToString(p.ChecksumCRC64NVME) + aws.ToString(p.ChecksumCRC32C) + aws.ToString(p.ChecksumCRC32) + aws.ToString(p.ChecksumSHA256) + aws.ToString(p.ChecksumSHA1)
+			parts = append(parts, Part{Number: int(aws.ToInt32(p.PartNumber)), Size: aws.ToInt64(p.Size), Checksum: v})
+		}
+		if !aws.ToBool(op.IsTruncated) || op.NextPartNumberMarker == nil {
+			return parts, nil
+		}
+		marker = op.NextPartNumberMarker
+	}
+}
+
+func trimETag(s string) string { return strings.Trim(s, `"`) }
+
+// mapErr turns 404s and refused preconditions into the sentinels callers branch on.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	var nb *types.NoSuchBucket
+	if errors.As(err, &nsk) || errors.As(err, &nf) || errors.As(err, &nb) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		switch re.HTTPStatusCode() {
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case http.StatusPreconditionFailed:
+			return fmt.Errorf("%w: %w", ErrExists, err)
+		}
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed" {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	return err
+}
