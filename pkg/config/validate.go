@@ -106,7 +106,7 @@ func (c *NodeConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
 		p.add("api.listen", fmt.Sprintf("%q is not host:port", c.API.Listen), "use e.g. :9400 or 127.0.0.1:9400")
 	}
-	if !filepath.IsAbs(c.API.Socket) {
+	if filepath.IsAbs(c.DataDir) && !filepath.IsAbs(c.API.Socket) { // a relative dataDir is reported once, above
 		p.add("api.socket", fmt.Sprintf("%q is not an absolute path", c.API.Socket), "leave it empty for <dataDir>/warmd.sock")
 	}
 	if len(p) == 0 {

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/state"
+)
+
+type fakePart struct {
+	name     string
+	fail     error
+	reconfig atomic.Int32
+	stopped  atomic.Bool
+}
+
+func (p *fakePart) Name() string { return p.name }
+func (p *fakePart) Run(ctx context.Context) error {
+	if p.fail != nil {
+		return p.fail
+	}
+	<-ctx.Done()
+	p.stopped.Store(true)
+	return nil
+}
+func (p *fakePart) Reconfigure(*config.NodeConfig) { p.reconfig.Add(1) }
+
+func writeConfig(t *testing.T, dir, extra string) (string, []byte, *config.NodeConfig) {
+	t.Helper()
+	data := []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + dir + "\napi: {listen: 127.0.0.1:0}\n" + extra)
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, data, cfg
+}
+
+func start(t *testing.T, part *fakePart) (*config.NodeConfig, string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wd") // short: unix socket paths are limited to ~104 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path, data, cfg := writeConfig(t, dir, "")
+	reg := metrics.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(ctx, Options{
+			ConfigPath: path, ConfigData: data, Config: cfg, Grace: 5 * time.Second, Poll: 50 * time.Millisecond,
+			Parts: []PartFactory{func(Deps) (Part, error) { return part, nil }},
+		}, state.New(nil), metrics.New(reg), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	return cfg, path, cancel, errc
+}
+
+func waitStatus(t *testing.T, socket string, ok func(*api.RawStatus) bool) *api.RawStatus {
+	t.Helper()
+	c := api.NewClient(socket)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := c.Status(context.Background())
+		if err == nil && ok(st) {
+			return st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("daemon status never reached the expected state")
+	return nil
+}
+
+func TestRunServesStatusAndStopsCleanly(t *testing.T) {
+	part := &fakePart{name: "fake"}
+	cfg, _, cancel, errc := start(t, part)
+	st := waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
+	var d DaemonStatus
+	if ok, err := st.Section(state.SectionDaemon, &d); !ok || err != nil {
+		t.Fatalf("daemon section: %v %v", ok, err)
+	}
+	if d.NodeName != "n1" || len(d.Parts) != 1 || d.Parts[0] != "fake" {
+		t.Errorf("daemon section = %+v", d)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Run returned %v after a clean stop", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within its grace period")
+	}
+	if !part.stopped.Load() {
+		t.Error("part was not stopped")
+	}
+	if _, err := os.Stat(cfg.API.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket %s still exists after shutdown: %v", cfg.API.Socket, err)
+	}
+	if _, err := api.NewClient(cfg.API.Socket).Status(context.Background()); !errors.Is(err, api.ErrNotRunning) {
+		t.Errorf("status after stop: %v, want ErrNotRunning", err)
+	}
+}
+
+func TestReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
+	part := &fakePart{name: "fake"}
+	cfg, path, cancel, errc := start(t, part)
+	defer func() { cancel(); <-errc }()
+	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
+
+	good := "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + cfg.DataDir +
+		"\napi: {listen: 127.0.0.1:0}\nmodels:\n- {name: org/m, source: 's3://b/m/'}\n"
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
+		var c ConfigSummary
+		_, _ = st.Section(state.SectionConfig, &c)
+		return len(c.Models) == 1
+	})
+	if part.reconfig.Load() != 1 {
+		t.Errorf("part reconfigured %d times, want 1", part.reconfig.Load())
+	}
+	if err := os.WriteFile(path, []byte(good+"bogus: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st = waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
+		var d DaemonStatus
+		_, _ = st.Section(state.SectionDaemon, &d)
+		return d.LastReload != nil && !d.LastReload.Applied
+	})
+	var c ConfigSummary
+	_, _ = st.Section(state.SectionConfig, &c)
+	if len(c.Models) != 1 || c.Models[0].Name != "org/m" {
+		t.Errorf("config after a rejected edit = %+v, want the previous one", c)
+	}
+	if part.reconfig.Load() != 1 {
+		t.Errorf("a rejected config reached the part")
+	}
+}
+
+func TestFailingPartStopsDaemonWithItsError(t *testing.T) {
+	boom := errors.New("boom")
+	_, _, cancel, errc := start(t, &fakePart{name: "bad", fail: boom})
+	defer cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, boom) {
+			t.Fatalf("Run = %v, want the part's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon kept running after a part failed")
+	}
+}
+
+func TestSecondDaemonOnSameSocketRefused(t *testing.T) {
+	cfg, _, cancel, errc := start(t, &fakePart{name: "fake"})
+	defer func() { cancel(); <-errc }()
+	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
+	if _, err := api.ListenUnix(cfg.API.Socket); err == nil {
+		t.Fatal("a second listener took over a live daemon's socket")
+	}
+}
