@@ -145,3 +145,18 @@ func (m *Memory) Parts(_ context.Context, bucket, key string) ([]Part, error) {
 	_, err := m.get(bucket, key)
 	return nil, err
 }
+
+// GetRange implements Store.
+func (m *Memory) GetRange(_ context.Context, bucket, key string, off, n int64, w io.Writer) (int64, error) {
+	if err := m.inject("get", bucket, key); err != nil {
+		return 0, err
+	}
+	o, err := m.get(bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	if off < 0 || n < 0 || off+n > int64(len(o.data)) {
+		return 0, fmt.Errorf("s3://%s/%s: range %d+%d outside %d bytes", bucket, key, off, n, len(o.data))
+	}
+	return io.Copy(w, bytes.NewReader(o.data[off:off+n]))
+}

@@ -25,6 +25,9 @@ type Store interface {
 	// ReadRange fills buf with the object's bytes from off to off+len(buf). A short body is retried
 	// from where it stopped; it returns an error only when the range could not be read in full.
 	ReadRange(ctx context.Context, bucket, key string, off int64, buf []byte) error
+	// GetRange streams n bytes from off into w in order (w sees each byte once), resuming from where
+	// a reset or short body stopped; callers bound memory by w, not by n.
+	GetRange(ctx context.Context, bucket, key string, off, n int64, w io.Writer) (int64, error)
 	// Get streams the whole object into w, resuming with a ranged GET after a reset or short read.
 	Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error)
 	// Put uploads size bytes from body (which must be seekable: retries and signing rewind it).

@@ -3,6 +3,7 @@ package objstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -79,7 +80,7 @@ func (b Backoff) Do(ctx context.Context, op func(attempt int) error, onRetry fun
 // authentication and other client errors and a cancelled context are not.
 func Retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) {
+		errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, errWriter) {
 		return false
 	}
 	var re *awshttp.ResponseError
@@ -105,3 +106,11 @@ func Retryable(err error) bool {
 func statusRetryable(code int) bool {
 	return code == 0 || code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
 }
+
+// errWriter marks errors from the caller's writer (a full disk, a closed file): retrying the
+// download cannot fix them.
+var errWriter = errors.New("write failed")
+
+// WriterError wraps an error from a caller's io.Writer so retries stop at once; use it in writers
+// handed to GetRange/Get.
+func WriterError(err error) error { return fmt.Errorf("%w: %w", errWriter, err) }

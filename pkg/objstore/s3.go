@@ -230,6 +230,38 @@ func (c *S3) ReadRange(ctx context.Context, bucket, key string, off int64, buf [
 	return nil
 }
 
+// GetRange implements Store.
+func (c *S3) GetRange(ctx context.Context, bucket, key string, off, n int64, w io.Writer) (int64, error) {
+	var done int64
+	err := c.retry(ctx, "get", func(int) error {
+		if done == n {
+			return nil
+		}
+		rng := fmt.Sprintf("bytes=%d-%d", off+done, off+n-1)
+		out, err := c.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
+		if err != nil {
+			return mapErr(err)
+		}
+		defer out.Body.Close()
+		m, err := io.Copy(w, io.LimitReader(out.Body, n-done))
+		done += m
+		if err != nil {
+			if errors.Is(err, errWriter) {
+				return err
+			}
+			return fmt.Errorf("read body at byte %d of %d: %w", done, n, err)
+		}
+		if done < n {
+			return fmt.Errorf("short body: %d of %d bytes: %w", done, n, io.ErrUnexpectedEOF)
+		}
+		return nil
+	})
+	if err != nil {
+		return done, fmt.Errorf("get s3://%s/%s range %d+%d: %w", bucket, key, off, n, err)
+	}
+	return done, nil
+}
+
 // Get implements Store. A resumed read carries If-Match with the first response's ETag, so an object
 // replaced mid-read fails instead of being spliced.
 func (c *S3) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, error) {

@@ -85,6 +85,11 @@ func Run(t *testing.T, s objstore.Store, bucket string, o Options) {
 				if !bytes.Equal(buf, data[tc.off:tc.off+tc.len]) {
 					t.Errorf("range %d+%d: bytes differ", tc.off, tc.len)
 				}
+				var b bytes.Buffer
+				n, err := s.GetRange(ctx, bucket, "m/a.bin", tc.off, tc.len, &b)
+				if err != nil || n != tc.len || !bytes.Equal(b.Bytes(), data[tc.off:tc.off+tc.len]) {
+					t.Errorf("GetRange %d+%d = %d, %v; bytes equal %v", tc.off, tc.len, n, err, bytes.Equal(b.Bytes(), data[tc.off:tc.off+tc.len]))
+				}
 			})
 		}
 	})
