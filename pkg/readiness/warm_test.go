@@ -87,10 +87,10 @@ func TestBuild(t *testing.T) {
 	}
 	d := Build(in, false, 0)
 	want := Labels{
-		"warmd.io/gpu.sku":   "h100-sxm-80gb",
-		"warmd.io/gpu.count": "8",
-		"warmd.io/warm":      "false",
-		"models.warmd.io/Qwen--Qwen2.5-7B-Instruct":        "warm",
+		"warmd.io/gpu.sku":                                  "h100-sxm-80gb",
+		"warmd.io/gpu.count":                                "8",
+		"warmd.io/warm":                                     "false",
+		"models.warmd.io/Qwen--Qwen2.5-7B-Instruct":         "warm",
 		"models.warmd.io/meta-llama--Llama-3.1-8B-Instruct": "image",
 	}
 	if !d.Labels.Equal(want) {
