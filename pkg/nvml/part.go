@@ -1,0 +1,162 @@
+package nvml
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/state"
+)
+
+// DefaultInterval is how often the part re-detects: GPUs and drivers change only with maintenance
+// (driver upgrade, MIG reconfiguration, a GPU falling off the bus), so minutes are plenty.
+const DefaultInterval = 5 * time.Minute
+
+// Status is the gpu section of /v1/status (state.SectionGPU).
+type Status struct {
+	Inventory Inventory `json:"inventory"`
+	// Labels are the identity labels for the current inventory, as readiness will publish them.
+	Labels Labels `json:"labels"`
+	// Cacheable says whether compile caches may be keyed by Inventory.SKU (see Cacheable).
+	Cacheable bool `json:"cacheable"`
+	// Detected is when Inventory was read; LastAttempt when detection last ran.
+	Detected    time.Time `json:"detected"`
+	LastAttempt time.Time `json:"lastAttempt"`
+	Detections  int       `json:"detections"`
+	// LastError is the last detection's error; with Stale set the inventory is an older, better reading
+	// kept because the last one could not establish the SKU.
+	LastError string `json:"lastError,omitempty"`
+	Stale     bool   `json:"stale,omitempty"`
+}
+
+// NewStatus builds the status of one reading; the gpu command and the part share it.
+func NewStatus(inv Inventory, err error, opt LabelOptions, now time.Time) Status {
+	s := Status{Inventory: inv, Labels: IdentityLabels(inv, opt), Cacheable: Cacheable(inv.SKU),
+		Detected: now, LastAttempt: now, Detections: 1}
+	if err != nil {
+		s.LastError = err.Error()
+	}
+	return s
+}
+
+// PartOptions configure the daemon part.
+type PartOptions struct {
+	// Interval between detections; DefaultInterval when zero.
+	Interval time.Duration
+	// GFDLabels is config gpu.gfdLabels.
+	GFDLabels bool
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Part detects the GPU inventory at start and every Interval, publishes state.SectionGPU and the
+// warmd_gpu_* metrics. Detection errors never stop it: they are logged and shown in the status.
+type Part struct {
+	det   Detector
+	store *state.Store
+	m     *metrics.GPU
+	log   *slog.Logger
+	opt   PartOptions
+
+	mu   sync.Mutex
+	last Status // guarded by mu
+}
+
+// NewPart returns the gpu part. m may be nil (no metrics).
+func NewPart(det Detector, store *state.Store, m *metrics.GPU, log *slog.Logger, opt PartOptions) *Part {
+	if opt.Interval <= 0 {
+		opt.Interval = DefaultInterval
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Part{det: det, store: store, m: m, log: log, opt: opt}
+}
+
+// Name is the part's name in logs and the daemon status.
+func (p *Part) Name() string { return "gpu" }
+
+// Run detects now and then every Interval until ctx ends; it returns nil then.
+func (p *Part) Run(ctx context.Context) error {
+	t := time.NewTicker(p.opt.Interval)
+	defer t.Stop()
+	for {
+		p.Detect(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Detect runs one detection and publishes the result. A reading whose SKU is unknown does not replace
+// an earlier reading with a known SKU (a transient NVML failure must not flip cache keys and labels);
+// it is recorded as LastError with Stale set instead.
+func (p *Part) Detect(ctx context.Context) Status {
+	inv, err := p.det.Detect(ctx)
+	now := p.opt.Now().UTC()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := NewStatus(inv, err, LabelOptions{GFD: p.opt.GFDLabels}, now)
+	next.Detections = p.last.Detections + 1
+	if inv.SKU == SKUUnknown && p.last.Detections > 0 && p.last.Inventory.SKU != SKUUnknown {
+		next = p.last
+		next.LastAttempt, next.Detections, next.Stale = now, p.last.Detections+1, true
+		next.LastError = "latest detection could not establish the SKU; keeping the previous reading"
+		if err != nil {
+			next.LastError += ": " + err.Error()
+		}
+	}
+	if err != nil {
+		p.log.Warn("GPU detection incomplete", "err", err, "sku", next.Inventory.SKU, "stale", next.Stale)
+	}
+	if p.last.Inventory.SKU != next.Inventory.SKU || p.last.Detections == 0 {
+		p.log.Info("GPU identity", "summary", next.Inventory.Summary(), "sku", next.Inventory.SKU,
+			"cacheable", next.Cacheable)
+	}
+	p.last = next
+	p.publishLocked()
+	return next
+}
+
+// Reconfigure applies a new gpu.gfdLabels setting to the published labels.
+func (p *Part) Reconfigure(cfg *config.NodeConfig) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cfg.GPU.GFDLabels == p.opt.GFDLabels {
+		return
+	}
+	p.opt.GFDLabels = cfg.GPU.GFDLabels
+	if p.last.Detections > 0 {
+		p.last.Labels = IdentityLabels(p.last.Inventory, LabelOptions{GFD: p.opt.GFDLabels})
+		p.publishLocked()
+	}
+}
+
+// Current returns the last published status (zero before the first detection).
+func (p *Part) Current() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *Part) publishLocked() {
+	s := p.last
+	s.Labels = s.Labels.Merge(nil) // readers share the published value; keep ours private
+	p.store.Publish(state.SectionGPU, s)
+	if p.m == nil {
+		return
+	}
+	inv := s.Inventory
+	product := productSummary(inv.Products())
+	if !inv.Present {
+		product = ""
+	}
+	p.m.Info.Reset()
+	p.m.Info.WithLabelValues(inv.SKU, product, inv.DriverVersion).Set(1)
+	p.m.Count.Set(float64(len(inv.Devices)))
+}
