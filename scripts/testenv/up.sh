@@ -111,6 +111,7 @@ export WARMD_TEST_S3_SECRET_KEY=$s3secret
 export WARMD_TEST_S3_ROOT=$s3dir
 export WARMD_TEST_REGISTRY=127.0.0.1:$regport
 export KUBEBUILDER_ASSETS=$bin
+export WARMD_TEST_BIN=$bin
 export TMPDIR=$root/tmp
 ENV
 mkdir -p "$root/tmp"
