@@ -1,0 +1,144 @@
+package phases
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Clock names, best first. A log's clock is the best one any of its lines carries.
+const (
+	ClockCRI       = "cri"       // kubelet CRI log file: RFC3339Nano, full date, ns
+	ClockKubectl   = "kubectl"   // kubectl logs --timestamps
+	ClockCollector = "collector" // "YYYY-MM-DD HH:MM:SS.mmm | "
+	ClockJournald  = "journald"  // journalctl -o short-iso / short-iso-precise
+	ClockSyslog    = "syslog"    // "Mon DD HH:MM:SS host tag[pid]: " (no year)
+	ClockVLLM      = "vllm"      // vLLM's own "MM-DD HH:MM:SS" (no year, 1 s)
+	ClockNone      = "none"
+)
+
+var (
+	reCRI       = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) ([PF])(?: (.*))?$`)
+	reJournald  = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
+	reKubectl   = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (.*)$`)
+	reCollector = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?) \| (.*)$`)
+	reSyslog    = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
+	reANSI      = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+	reProc      = regexp.MustCompile(`^\(([^()]{1,64}?) pid=(\d+)\) ?`)
+	// §8 of the reference: optional VLLM_LOGGING_PREFIX, level, MM-DD HH:MM:SS, [file:line] (no "[" ≤ v0.7.3).
+	reHeader  = regexp.MustCompile(`^.{0,40}?(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]{1,200}?):(\d+)\] ?(.*)$`)
+	reUvicorn = regexp.MustCompile(`^(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(.*)$`)
+)
+
+// outer is what a line's wrapper (CRI, kubectl, journald, collector, syslog) says.
+type outer struct {
+	t      time.Time
+	clock  string
+	stream string // CRI stdout|stderr
+	tag    string // CRI P|F
+	text   string
+	noYear bool // syslog: year to infer
+}
+
+// unwrap removes one outer wrapper if present. ref supplies the year for syslog lines.
+func unwrap(s string) outer {
+	if m := reCRI.FindStringSubmatch(s); m != nil {
+		if t, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+			return outer{t: t, clock: ClockCRI, stream: m[2], tag: m[3], text: m[4]}
+		}
+	}
+	if m := reJournald.FindStringSubmatch(s); m != nil {
+		if t, ok := parseISO(m[1]); ok {
+			return outer{t: t, clock: ClockJournald, text: m[2]}
+		}
+	}
+	if m := reKubectl.FindStringSubmatch(s); m != nil {
+		if t, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
+			return outer{t: t, clock: ClockKubectl, text: m[2]}
+		}
+	}
+	if m := reCollector.FindStringSubmatch(s); m != nil {
+		if t, err := time.Parse("2006-01-02 15:04:05.999999999", strings.Replace(m[1], ",", ".", 1)); err == nil {
+			return outer{t: t, clock: ClockCollector, text: m[2]}
+		}
+	}
+	if m := reSyslog.FindStringSubmatch(s); m != nil {
+		if t, err := time.Parse("Jan _2 15:04:05.999999999", m[1]); err == nil {
+			return outer{t: t, clock: ClockSyslog, text: m[2], noYear: true}
+		}
+	}
+	return outer{text: s}
+}
+
+func parseISO(s string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999-0700"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// inner is one segment of a line after the wrapper: process prefix and vLLM header taken apart.
+type inner struct {
+	proc  string // "EngineCore_DP0 pid=7" (the rank key); "" for the main process
+	level string // vLLM or uvicorn level; "" for bare text
+	file  string // vLLM [file:line]; "" otherwise
+	msg   string
+	// vLLM header clock (no year)
+	hasHdr              bool
+	mon, day, h, mi, se int
+}
+
+// split strips ANSI colour and the `(<Name> pid=<n>) ` prefix, then reads the vLLM or uvicorn header.
+func split(seg string) inner {
+	seg = reANSI.ReplaceAllString(seg, "")
+	var in inner
+	if m := reProc.FindStringSubmatch(seg); m != nil {
+		in.proc = m[1] + " pid=" + m[2]
+		seg = seg[len(m[0]):]
+	}
+	if m := reHeader.FindStringSubmatch(seg); m != nil {
+		in.level, in.file, in.msg, in.hasHdr = m[1], m[7], m[9], true
+		in.mon, _ = strconv.Atoi(m[2])
+		in.day, _ = strconv.Atoi(m[3])
+		in.h, _ = strconv.Atoi(m[4])
+		in.mi, _ = strconv.Atoi(m[5])
+		in.se, _ = strconv.Atoi(m[6])
+		if in.mon < 1 || in.mon > 12 || in.day < 1 || in.day > 31 || in.h > 23 || in.mi > 59 || in.se > 60 {
+			in.hasHdr = false
+		}
+		return in
+	}
+	if m := reUvicorn.FindStringSubmatch(seg); m != nil {
+		in.level, in.msg = m[1], m[2]
+		return in
+	}
+	in.msg = seg
+	return in
+}
+
+// yearClock turns year-less times (vLLM's MM-DD HH:MM:SS, syslog) into absolute ones: the first one
+// takes the reference's year (the year before if that would be in the reference's future), and the
+// year advances when the month goes backwards (a start that runs over New Year).
+type yearClock struct {
+	ref     time.Time
+	year    int
+	lastMon int
+}
+
+func (y *yearClock) at(mon, day, h, mi, s, ns int) time.Time {
+	if y.year == 0 {
+		y.year = y.ref.Year()
+		if y.ref.IsZero() {
+			y.year = 2000 // arbitrary but fixed: only StartedAt would show it, and it is left zero then
+		} else if time.Date(y.year, time.Month(mon), day, h, mi, s, ns, time.UTC).After(y.ref.Add(24 * time.Hour)) {
+			y.year--
+		}
+	} else if mon < y.lastMon && y.lastMon-mon > 6 {
+		y.year++
+	}
+	y.lastMon = mon
+	return time.Date(y.year, time.Month(mon), day, h, mi, s, ns, time.UTC)
+}

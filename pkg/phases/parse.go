@@ -1,0 +1,156 @@
+package phases
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Options tune a parse. All are optional.
+type Options struct {
+	// Source names the input in the Result (a file name, a pod/container).
+	Source string
+	// Reference is when the log was read or last written; it supplies the year vLLM's own clock lacks.
+	// Zero leaves Result.StartedAt zero for year-less logs (durations are unaffected).
+	Reference time.Time
+	// Start is the container's start time when the caller knows it (containerd). It replaces the first
+	// log line as the process start, which makes imports include the interpreter's start.
+	Start time.Time
+}
+
+// maxLine bounds one logical line (a CRI partial run included) so a hostile log cannot grow memory.
+const maxLine = 1 << 20
+
+// Parser reads a log line by line; Result can be taken at any point (the follower does, to see a start
+// finish). It never panics on any input (FuzzParse). The zero value is not usable; use NewParser.
+type Parser struct {
+	opts     Options
+	partial  map[string]*strings.Builder // CRI P fragments per stream
+	partialT map[string]time.Time
+	yc       yearClock
+	clock    string // best clock seen
+	last     time.Time
+	hasTime  bool
+	vllm     bool // a vLLM marker was seen
+	lines    int
+	ev       events
+}
+
+// NewParser returns a parser for one container start.
+func NewParser(opts Options) *Parser {
+	return &Parser{
+		opts: opts, partial: map[string]*strings.Builder{}, partialT: map[string]time.Time{},
+		yc: yearClock{ref: opts.Reference}, clock: ClockNone, ev: newEvents(),
+	}
+}
+
+// Parse reads a whole log.
+func Parse(r io.Reader, opts Options) (Result, error) {
+	p := NewParser(opts)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br)
+		if len(line) > 0 || err == nil {
+			p.Line(line)
+		}
+		if err == io.EOF {
+			return p.Result(), nil
+		}
+		if err != nil {
+			return p.Result(), fmt.Errorf("read %s: %w", opts.Source, err)
+		}
+	}
+}
+
+// readLine returns one line without its newline, truncated to maxLine.
+func readLine(br *bufio.Reader) (string, error) {
+	var sb strings.Builder
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if sb.Len() < maxLine {
+			sb.Write(chunk[:min(len(chunk), maxLine-sb.Len())])
+		}
+		if err != nil || !isPrefix {
+			return sb.String(), err
+		}
+	}
+}
+
+// IsVLLM reports whether the log so far looks like vLLM's (a banner, engine or vLLM-only line).
+func (p *Parser) IsVLLM() bool { return p.vllm }
+
+// Lines returns how many lines were fed (to give up on containers that are not vLLM).
+func (p *Parser) Lines() int { return p.lines }
+
+// Line feeds one line, without its trailing newline.
+func (p *Parser) Line(raw string) {
+	p.lines++
+	raw = strings.TrimRight(raw, "\n")
+	o := unwrap(raw)
+	if o.clock == ClockCRI {
+		if o.tag == "P" {
+			b := p.partial[o.stream]
+			if b == nil {
+				b = &strings.Builder{}
+				p.partial[o.stream] = b
+				p.partialT[o.stream] = o.t
+			}
+			if b.Len() < maxLine {
+				b.WriteString(o.text[:min(len(o.text), maxLine-b.Len())])
+			}
+			return
+		}
+		if b := p.partial[o.stream]; b != nil {
+			b.WriteString(o.text[:min(len(o.text), max(0, maxLine-b.Len()))])
+			o.text, o.t = b.String(), p.partialT[o.stream]
+			delete(p.partial, o.stream)
+			delete(p.partialT, o.stream)
+		}
+	}
+	if o.noYear {
+		o.t = p.yc.at(int(o.t.Month()), o.t.Day(), o.t.Hour(), o.t.Minute(), o.t.Second(), o.t.Nanosecond())
+	}
+	// tqdm redraws with \r; NewLineFormatter ends continuation lines with \r.
+	for _, seg := range strings.Split(o.text, "\r") {
+		if strings.TrimSpace(seg) != "" {
+			p.segment(o, seg)
+		}
+	}
+}
+
+func (p *Parser) segment(o outer, seg string) {
+	in := split(seg)
+	switch {
+	case o.clock != ClockNone && o.clock != "":
+		if p.clock == ClockNone || p.clock == ClockVLLM {
+			p.clock = o.clock
+		}
+		if p.clock == o.clock {
+			p.last, p.hasTime = o.t, true
+		}
+	case in.hasHdr && (p.clock == ClockNone || p.clock == ClockVLLM):
+		p.clock = ClockVLLM
+		p.last, p.hasTime = p.yc.at(in.mon, in.day, in.h, in.mi, in.se, 0), true
+	}
+	if !p.hasTime {
+		// Nothing to place this line on the clock; still learn facts (version, errors) from it.
+		p.ev.observe(p, in, time.Time{}, false)
+		return
+	}
+	p.ev.observe(p, in, p.last, true)
+}
+
+// Result returns what the log says so far.
+func (p *Parser) Result() Result {
+	r := p.ev.result(p.opts)
+	r.Clock = p.clock
+	if r.Source == "" {
+		r.Source = p.opts.Source
+	}
+	if p.clock == ClockNone || ((p.clock == ClockVLLM || p.clock == ClockSyslog) && p.opts.Reference.IsZero()) {
+		r.StartedAt = time.Time{}
+	}
+	return r
+}
