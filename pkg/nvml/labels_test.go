@@ -1,0 +1,132 @@
+package nvml
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestIdentityLabels(t *testing.T) {
+	h100 := inventory(8, "NVIDIA H100 80GB HBM3", "9.0", "570.124.06", "12.8")
+	for i := range h100.Devices {
+		h100.Devices[i].Architecture = "hopper"
+	}
+	nvl := inventory(4, "NVIDIA GB200", "10.0", "580.82.07", "13.0")
+	nvl.Clique = "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766"
+	mixed := h100
+	mixed.Devices = slices.Clone(h100.Devices)
+	mixed.Devices[7].Product, mixed.Devices[7].ComputeCapability, mixed.Devices[7].MemoryMiB = "NVIDIA A100-SXM4-40GB", "8.0", 40960
+	mixed.Devices[7].Architecture = "ampere"
+	mixed.SKU = SKUKey(mixed)
+	weird := inventory(1, "  NVIDIA  Weird/Name (rev 2) with a very long marketing name that goes on and on and on ", "9.0", "570.124.06", "12.8")
+	tests := []struct {
+		name    string
+		inv     Inventory
+		opt     LabelOptions
+		want    Labels // must be a subset of the result
+		absent  []string
+		noGFDNS bool
+	}{
+		{name: "no GPU", inv: Absent("null", NoGPUReason),
+			want:   Labels{LabelPresent: "false", LabelSKU: SKUNone},
+			absent: []string{LabelCount, LabelProduct, "nvidia.com/gpu.count"}, opt: LabelOptions{GFD: true}},
+		{name: "8x H100 own names only", inv: h100, noGFDNS: true,
+			want: Labels{LabelPresent: "true", LabelSKU: h100.SKU, LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8",
+				LabelMemory: "81559", LabelFamily: "hopper", LabelComputeMajor: "9", LabelComputeMinor: "0",
+				LabelDriverMajor: "570", LabelDriverMinor: "124", LabelDriverRev: "06", LabelCUDAMajor: "12", LabelCUDAMinor: "8",
+				LabelMIG: "false"}},
+		{name: "8x H100 with GFD names", inv: h100, opt: LabelOptions{GFD: true},
+			want: Labels{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+				"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.family": "hopper",
+				"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
+				"nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "124", "nvidia.com/cuda.driver.rev": "06",
+				"nvidia.com/cuda.driver-version.full": "570.124.06", "nvidia.com/cuda.runtime-version.full": "12.8",
+				"nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "8"}},
+		{name: "NVL72 clique", inv: nvl, opt: LabelOptions{GFD: true},
+			want: Labels{LabelClique: nvl.Clique, "nvidia.com/gpu.clique": nvl.Clique}},
+		{name: "mixed node", inv: mixed,
+			want:   Labels{LabelProduct: "mixed", LabelMemory: "40960", LabelSKU: mixed.SKU},
+			absent: []string{LabelComputeMajor, LabelComputeMinor, LabelFamily}},
+		{name: "odd product name is sanitized", inv: weird, opt: LabelOptions{GFD: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := IdentityLabels(tt.inv, tt.opt)
+			if err := l.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.want {
+				if l[k] != v {
+					t.Errorf("%s = %q, want %q", k, l[k], v)
+				}
+			}
+			for _, k := range tt.absent {
+				if v, ok := l[k]; ok {
+					t.Errorf("%s = %q, want absent", k, v)
+				}
+			}
+			for k := range l {
+				if tt.noGFDNS && strings.HasPrefix(k, "nvidia.com/") {
+					t.Errorf("GFD key %s without the GFD option", k)
+				}
+				if !strings.HasPrefix(k, "warmd.io/") && !strings.HasPrefix(k, "nvidia.com/") {
+					t.Errorf("key %s outside our prefixes", k)
+				}
+			}
+		})
+	}
+}
+
+func TestLabelsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		l    Labels
+		bad  string
+	}{
+		{"good", Labels{"warmd.io/gpu.sku": "nvidia-h100.sm90-0123abcd"}, ""},
+		{"value too long", Labels{"warmd.io/x": strings.Repeat("a", 64)}, "warmd.io/x"},
+		{"value with space", Labels{"warmd.io/x": "a b"}, "warmd.io/x"},
+		{"bad key", Labels{"warmd.io/": "x"}, "warmd.io/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.l.Validate()
+			if (err != nil) != (tt.bad != "") || (err != nil && !strings.Contains(err.Error(), tt.bad)) {
+				t.Errorf("Validate() = %v, want error naming %q", err, tt.bad)
+			}
+		})
+	}
+}
+
+func TestLabelValueSanitizing(t *testing.T) {
+	for _, in := range []string{"NVIDIA H100 80GB HBM3", "  x  ", "-a-", "ä/ö\\ü", strings.Repeat("ab ", 40), "...", "Tesla T4"} {
+		out := labelValue(in)
+		if err := (Labels{"warmd.io/x": out}).Validate(); err != nil {
+			t.Errorf("labelValue(%q) = %q: %v", in, out, err)
+		}
+	}
+	if got := labelValue("NVIDIA H100 80GB HBM3"); got != "NVIDIA-H100-80GB-HBM3" {
+		t.Errorf("GFD-style product %q", got)
+	}
+}
+
+func TestLabelsMergeDiff(t *testing.T) {
+	old := Labels{"a": "1", "b": "2", "c": "3"}
+	next := old.Merge(Labels{"b": "20", "d": "4"})
+	delete(next, "c")
+	if old["b"] != "2" {
+		t.Fatal("Merge mutated its receiver")
+	}
+	set, remove := old.Diff(next)
+	if !maps.Equal(set, Labels{"b": "20", "d": "4"}) || !slices.Equal(remove, []string{"c"}) {
+		t.Errorf("Diff = %v, %v", set, remove)
+	}
+	set, remove = next.Diff(next.Merge(nil))
+	if len(set) != 0 || len(remove) != 0 || !next.Equal(next.Merge(nil)) {
+		t.Errorf("Diff of equal sets = %v, %v", set, remove)
+	}
+	if got := Labels(nil).Merge(Labels{"x": "1"}); got["x"] != "1" {
+		t.Errorf("nil Merge = %v", got)
+	}
+}
