@@ -33,8 +33,9 @@ type Registry struct {
 	pass string
 
 	mu       sync.Mutex
-	gate     chan struct{} // non-nil: blob GETs wait for it to close
-	entered  chan struct{} // closed at the first gated blob GET
+	corrupt  map[string]bool // blob digests served with a flipped first byte
+	gate     chan struct{}   // non-nil: blob GETs wait for it to close
+	entered  chan struct{}   // closed at the first gated blob GET
 	enterOne sync.Once
 }
 
@@ -71,11 +72,42 @@ func NewRegistry(t testing.TB, o Options) *Registry {
 				}
 			}
 		}
+		r.mu.Lock()
+		bad := r.corrupt[req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]]
+		r.mu.Unlock()
+		if bad && req.Method == http.MethodGet {
+			w = &flipWriter{ResponseWriter: w}
+		}
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.srv.Close)
 	r.Host = strings.TrimPrefix(r.srv.URL, "http://")
 	return r
+}
+
+// Corrupt makes the registry serve blob d with its first byte flipped, as a broken proxy would.
+func (r *Registry) Corrupt(d string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.corrupt == nil {
+		r.corrupt = map[string]bool{}
+	}
+	r.corrupt[d] = true
+}
+
+type flipWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (f *flipWriter) Write(p []byte) (int, error) {
+	if !f.done && len(p) > 0 {
+		q := append([]byte(nil), p...)
+		q[0] ^= 0xff
+		f.done = true
+		return f.ResponseWriter.Write(q)
+	}
+	return f.ResponseWriter.Write(p)
 }
 
 // Close stops the registry (to test a registry that is down).

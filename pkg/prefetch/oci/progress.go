@@ -1,0 +1,99 @@
+package oci
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/content"
+	digest "github.com/opencontainers/go-digest"
+
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// PollContent reads the content store's in-flight writes (ListStatuses) and committed blobs (Info) until
+// ctx ends, feeding the tracker.
+func PollContent(ctx context.Context, cs content.Store, tr *Tracker, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		statuses, err := cs.ListStatuses(ctx)
+		if err == nil {
+			for _, st := range statuses {
+				if st.Expected != "" {
+					tr.Set(st.Expected, st.Offset, false)
+				}
+			}
+		}
+		for _, d := range tr.pending() {
+			if _, err := cs.Info(ctx, d); err == nil {
+				tr.Set(d, -1, true)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tracker folds backend events into prefetch.Progress snapshots.
+type Tracker struct {
+	mu     sync.Mutex
+	index  map[digest.Digest]int
+	layers []prefetch.LayerProgress
+	fn     func(prefetch.Progress)
+}
+
+// NewTracker tracks r's layers and reports to fn.
+func NewTracker(r prefetch.Resolved, fn func(prefetch.Progress)) *Tracker {
+	t := &Tracker{index: map[digest.Digest]int{}, fn: fn}
+	for i, l := range r.Layers {
+		t.index[l.Digest] = i
+		t.layers = append(t.layers, prefetch.LayerProgress{Digest: l.Digest, Size: l.Size})
+	}
+	return t
+}
+
+// Set records done bytes (-1: unchanged) for a layer; non-layer descriptors are ignored.
+func (t *Tracker) Set(d digest.Digest, done int64, complete bool) {
+	t.mu.Lock()
+	i, ok := t.index[d]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	l := &t.layers[i]
+	if l.Complete || (!complete && done <= l.Done) {
+		t.mu.Unlock()
+		return
+	}
+	if complete {
+		l.Complete, l.Done = true, l.Size
+	} else if done >= 0 {
+		l.Done = min(done, l.Size)
+	}
+	p := prefetch.Progress{Phase: prefetch.StatePulling, Layers: append([]prefetch.LayerProgress(nil), t.layers...)}
+	all := true
+	for _, l := range t.layers {
+		all = all && l.Complete
+	}
+	if all {
+		p.Phase = prefetch.StateUnpacking
+	}
+	t.mu.Unlock()
+	t.fn(p)
+}
+
+func (t *Tracker) pending() []digest.Digest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []digest.Digest
+	for _, l := range t.layers {
+		if !l.Complete {
+			out = append(out, l.Digest)
+		}
+	}
+	return out
+}
