@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -48,6 +49,8 @@ type WriterOptions struct {
 	StartupTaint bool
 	// StatusCap bounds the warmd.io/status annotation in bytes (DefaultStatusCap).
 	StatusCap int
+	// OnSync, when set, is called after every sync round (the part publishes its status from it).
+	OnSync func(SyncResult)
 }
 
 // Writer keeps warmd's labels, annotations, condition and taint on one Node equal to what the
@@ -72,7 +75,9 @@ type SyncResult struct {
 	// Blocked are keys another field manager holds with a different value; warmd leaves them alone.
 	Blocked []string `json:"blocked,omitempty"`
 	Error   string   `json:"error,omitempty"`
-	Desired *Desired `json:"-"`
+	// NodeMissing is true while the Node object does not exist.
+	NodeMissing bool     `json:"nodeMissing,omitempty"`
+	Desired     *Desired `json:"-"`
 }
 
 // NewWriter returns a Writer; it writes nothing until SetInput and Run (or Sync).
@@ -99,9 +104,12 @@ func defDur(p *time.Duration, v time.Duration) {
 // SetInput replaces the facts the Node should reflect and schedules a sync.
 func (w *Writer) SetInput(in Input) {
 	w.mu.Lock()
+	same := w.input != nil && reflect.DeepEqual(*w.input, in)
 	w.input = &in
 	w.mu.Unlock()
-	w.trigger()
+	if !same {
+		w.trigger()
+	}
 }
 
 // SetStartupTaint switches the startup taint (config reload).
@@ -197,10 +205,14 @@ func (w *Writer) Sync(ctx context.Context) (int, error) {
 	res.Writes = writes
 	if err != nil {
 		res.Error = err.Error()
+		res.NodeMissing = errors.Is(err, ErrNodeMissing)
 	}
 	w.mu.Lock()
 	w.result = res
 	w.mu.Unlock()
+	if w.o.OnSync != nil {
+		w.o.OnSync(res)
+	}
 	if m := w.o.Metrics; m != nil {
 		result := "ok"
 		if err != nil {

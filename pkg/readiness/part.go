@@ -1,0 +1,209 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/state"
+)
+
+// InputFunc turns the node-state snapshot into the facts Evaluate needs. The daemon supplies it,
+// because only it knows every part's status type; wants tells whether a configured model selects
+// this node (from the Node's labels, see NodeWatcher.Wants).
+type InputFunc func(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model) bool) Input
+
+// Status is the readiness section of /v1/status.
+type Status struct {
+	Node         string                `json:"node"`
+	NodeKnown    bool                  `json:"nodeKnown"`
+	Warm         bool                  `json:"warm"`
+	StartupTaint bool                  `json:"startupTaint"`
+	Models       map[string]ModelState `json:"models,omitempty"`
+	Labels       Labels                `json:"labels,omitempty"`
+	Condition    Condition             `json:"condition"`
+	LastSync     *SyncResult           `json:"lastSync,omitempty"`
+}
+
+// Part is the daemon part that keeps the Node current: a NodeWatcher for this node, a Writer, and a
+// loop that rebuilds the Input whenever the state store or the Node's labels change.
+type Part struct {
+	store   *state.Store
+	log     *slog.Logger
+	input   InputFunc
+	watcher *NodeWatcher
+	writer  *Writer
+
+	mu  sync.Mutex
+	cfg *config.NodeConfig
+	st  Status
+	rc  chan struct{}
+}
+
+var (
+	_ daemon.Part           = (*Part)(nil)
+	_ daemon.Reconfigurable = (*Part)(nil)
+)
+
+// NewPartFactory returns the factory cmd/warmd lists in parts(). The part is off (nil) when
+// readiness.disabled is set.
+func NewPartFactory(input InputFunc) daemon.PartFactory {
+	return func(d daemon.Deps) (daemon.Part, error) {
+		if d.Config.Readiness.Disabled {
+			return nil, nil
+		}
+		rc, err := RESTConfig(d.Config.Readiness.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("readiness: API client: %w", err)
+		}
+		return NewPart(d, cs, clock.RealClock{}, input), nil
+	}
+}
+
+// RESTConfig loads the kubeconfig at path, or the in-cluster config when path is empty.
+func RESTConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("readiness: in-cluster API config: %w (outside a pod, set readiness.kubeconfig or readiness.disabled: true)", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("readiness: kubeconfig %s: %w (fix readiness.kubeconfig)", path, err)
+	}
+	return c, nil
+}
+
+// NewPart builds the part on a given client and clock (tests pass a fake clock).
+func NewPart(d daemon.Deps, client kubernetes.Interface, clk clock.WithTicker, input InputFunc) *Part {
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Part{store: d.Store, log: log, input: input, cfg: d.Config, rc: make(chan struct{}, 1)}
+	p.st = Status{Node: d.Config.NodeName, StartupTaint: d.Config.Readiness.StartupTaint}
+	p.watcher = NewNodeWatcher(client, d.Config.NodeName)
+	var m = d.Metrics
+	wo := WriterOptions{
+		NodeName: d.Config.NodeName, Client: client, Clock: clk, Log: log,
+		Resync: d.Config.Readiness.Resync.Duration, StartupTaint: d.Config.Readiness.StartupTaint,
+		OnSync: p.onSync,
+	}
+	if m != nil {
+		wo.Metrics = m.Readiness
+	}
+	p.writer = NewWriter(wo)
+	p.watcher.OnNode(p.writer.ObserveNode)
+	return p
+}
+
+// Name implements daemon.Part.
+func (p *Part) Name() string { return "readiness" }
+
+// Watcher exposes the node view so other parts can ask whether this node wants a model.
+func (p *Part) Watcher() *NodeWatcher { return p.watcher }
+
+// Reconfigure implements daemon.Reconfigurable: models, selectors and the startup taint take effect
+// at once. The API connection and resync period are fixed at start.
+func (p *Part) Reconfigure(cfg *config.NodeConfig) {
+	p.mu.Lock()
+	p.cfg = cfg
+	p.st.StartupTaint = cfg.Readiness.StartupTaint
+	p.mu.Unlock()
+	p.writer.SetStartupTaint(cfg.Readiness.StartupTaint)
+	select {
+	case p.rc <- struct{}{}:
+	default:
+	}
+}
+
+// Run implements daemon.Part.
+func (p *Part) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.watcher.Run(ctx) })
+	g.Go(func() error { return p.writer.Run(ctx) })
+	g.Go(func() error { return p.loop(ctx) })
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// loop rebuilds the input after every store publish, Node change or reconfigure. It waits for the
+// first copy of the Node: until then no selector can be evaluated, and publishing "not wanted" for
+// every model would remove labels that are still true.
+func (p *Part) loop(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.watcher.Synced():
+	}
+	for {
+		storeCh, nodeCh := p.store.Changed(), p.watcher.Changed()
+		p.mu.Lock()
+		cfg := p.cfg
+		p.mu.Unlock()
+		labels := p.watcher.Labels()
+		wants := func(m config.Model) bool {
+			ok, err := ModelWanted(m, labels)
+			return ok && err == nil
+		}
+		p.writer.SetInput(p.input(p.store.Snapshot(), cfg, wants))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-storeCh:
+		case <-nodeCh:
+		case <-p.rc:
+		}
+		// Parts publish in bursts; a short pause lets one input cover them (the writer rate-limits too).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (p *Part) onSync(r SyncResult) {
+	p.mu.Lock()
+	st := p.st
+	st.NodeKnown = !r.NodeMissing
+	if d := r.Desired; d != nil {
+		st.Warm, st.Labels, st.Condition = d.Warm, d.Labels, d.Condition
+		st.Models = make(map[string]ModelState, len(d.Models))
+		for _, m := range d.Models {
+			st.Models[m.Name] = m
+		}
+	}
+	// Publish only when something other than the round's time changed: every publish wakes loop.
+	prev := p.st.LastSync
+	changed := prev == nil || !reflect.DeepEqual(st, p.st) || prev.Error != r.Error || prev.Writes != r.Writes ||
+		!slices.Equal(prev.Blocked, r.Blocked)
+	st.LastSync = &r
+	p.st = st
+	p.mu.Unlock()
+	if changed {
+		p.store.Publish(state.SectionReadiness, st)
+	}
+}

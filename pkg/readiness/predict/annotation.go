@@ -1,0 +1,75 @@
+package predict
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// AnnotationKey is the Node annotation holding compact predictions: JSON {model: seconds}.
+const AnnotationKey = "warmd.io/predicted-ready"
+
+// DefaultAnnotationCap bounds the annotation in bytes so many models cannot grow the Node object.
+const DefaultAnnotationCap = 2048
+
+// Annotation renders predictions as the warmd.io/predicted-ready value: compact JSON mapping each
+// model to whole seconds (rounded up: a scheduler should not be promised less than predicted), keys
+// sorted so the value changes only when a prediction does. When the value would exceed maxBytes
+// (0: DefaultAnnotationCap), the slowest models are left out first; they matter least to a scheduler
+// looking for the fastest node, and a reader treats a missing model as "no prediction".
+func Annotation(preds []Prediction, maxBytes int) (string, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultAnnotationCap
+	}
+	m := make(map[string]int64, len(preds))
+	for _, p := range preds {
+		if p.Model == "" || math.IsNaN(p.Seconds) || math.IsInf(p.Seconds, 0) || p.Seconds < 0 {
+			return "", fmt.Errorf("prediction for model %q has invalid seconds %v: predict only named models with finite, non-negative times", p.Model, p.Seconds)
+		}
+		m[p.Model] = int64(math.Ceil(p.Seconds))
+	}
+	for {
+		b, err := json.Marshal(m) // encoding/json sorts map keys
+		if err != nil {
+			return "", fmt.Errorf("encode %s: %w", AnnotationKey, err)
+		}
+		if len(b) <= maxBytes || len(m) == 0 {
+			return string(b), nil
+		}
+		delete(m, slowest(m))
+	}
+}
+
+func slowest(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	worst := keys[0]
+	for _, k := range keys[1:] {
+		if m[k] > m[worst] {
+			worst = k
+		}
+	}
+	return worst
+}
+
+// ParseAnnotation reads a warmd.io/predicted-ready value. An empty value is no predictions; a value
+// that is not a JSON object of non-negative numbers is an error naming the problem.
+func ParseAnnotation(v string) (map[string]float64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var m map[string]float64
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return nil, fmt.Errorf("annotation %s is not a JSON object of model → seconds (%w); it is written by warmd, check the node's warmd version", AnnotationKey, err)
+	}
+	for k, s := range m {
+		if s < 0 || math.IsNaN(s) {
+			return nil, fmt.Errorf("annotation %s: model %q has negative seconds %v", AnnotationKey, k, s)
+		}
+	}
+	return m, nil
+}
