@@ -1,0 +1,112 @@
+// Weights: the seam for model weights (engine in weights/, sources in s3/ and file/). The State
+// type and its queued/ready/failed values are shared with images (images.go).
+
+package prefetch
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/objstore"
+)
+
+// Weights fetches one model's files, verifies them and publishes a snapshot; the engine in
+// weights/ implements it, the daemon part and `warmd prefetch weights` call it.
+type Weights interface {
+	// Fetch downloads, verifies and publishes m, reporting progress as it goes. It returns the
+	// published model's status (State Ready) or an error naming what went wrong and how to fix it.
+	Fetch(ctx context.Context, m config.Model, progress func(ModelStatus)) (ModelStatus, error)
+}
+
+// Source holds one model's files: an S3 prefix, a local mirror dir. Names are relative to the
+// model's root, with forward slashes.
+type Source interface {
+	// List returns every file of the model with its size (and ETag/checksum algorithm if known).
+	List(ctx context.Context) ([]objstore.Object, error)
+	// Head returns one file's metadata with its stored checksum, if the source keeps one.
+	Head(ctx context.Context, name string) (objstore.Object, error)
+	// Parts returns a multipart object's parts (nil if single-part or unknown).
+	Parts(ctx context.Context, name string) ([]objstore.Part, error)
+	// GetRange writes n bytes of name from off into w, in order.
+	GetRange(ctx context.Context, name string, off, n int64, w io.Writer) (int64, error)
+	// String names the source for logs and errors (s3://bucket/prefix/, file:///dir/).
+	String() string
+}
+
+// Weights states beyond the shared queued, ready and failed: a model goes queued → downloading →
+// verifying → ready (or failed), and leaves disk as evicted when the budget needs its room.
+const (
+	StateDownloading State = "downloading"
+	StateVerifying   State = "verifying"
+	StateEvicted     State = "evicted"
+)
+
+// ModelStatus is one model's weights status, as /v1/status and readiness see it. Readiness treats a
+// model as warm only when State is Ready: that means every file of Revision was verified (see Files)
+// and the snapshot at SnapshotPath is complete.
+type ModelStatus struct {
+	Model    string `json:"model"`
+	Revision string `json:"revision"`
+	Source   string `json:"source"`
+	State    State  `json:"state"`
+	// Reason says why the model failed (or was evicted), with the fix.
+	Reason string `json:"reason,omitempty"`
+	// BytesDone / BytesTotal count the model's bytes on disk in staging (resumed bytes included).
+	BytesDone  int64 `json:"bytesDone"`
+	BytesTotal int64 `json:"bytesTotal"`
+	// BytesPerSecond is the recent download rate; ETASeconds the remaining time at that rate.
+	BytesPerSecond float64 `json:"bytesPerSecond,omitempty"`
+	ETASeconds     float64 `json:"etaSeconds,omitempty"`
+	// SnapshotPath is the dir to pass to vLLM as --model (or use HF_HUB_CACHE=CacheRoot with
+	// --model Model); set once Ready.
+	SnapshotPath string `json:"snapshotPath,omitempty"`
+	// CacheRoot is the Hugging Face cache root (HF_HUB_CACHE) holding the model.
+	CacheRoot string `json:"cacheRoot,omitempty"`
+	// Files records how each file was verified; set once Ready.
+	Files    []FileVerification `json:"files,omitempty"`
+	Started  time.Time          `json:"started,omitzero"`
+	Finished time.Time          `json:"finished,omitzero"`
+}
+
+// Verified reports whether the weights of model at revision are verified and published.
+func (s ModelStatus) Verified(model, revision string) bool {
+	return s.State == StateReady && s.Model == model && s.Revision == revision && s.SnapshotPath != ""
+}
+
+// Verification methods, strongest first.
+const (
+	VerifiedChecksum  = "s3-checksum"     // the store's full-object checksum (CRC32C, CRC64NVME, SHA256, …)
+	VerifiedComposite = "s3-composite"    // a multipart object's checksum of part checksums, part by part
+	VerifiedManifest  = "sha256-manifest" // the model's sha256sum manifest
+	VerifiedETag      = "etag-md5"        // a single-part upload's ETag (the MD5 of the bytes)
+	VerifiedSize      = "size"            // the store offered nothing stronger
+)
+
+// FileVerification records how one file was verified.
+type FileVerification struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	Method string `json:"method"`
+	// Digest is what was compared: "<algorithm>:<value>".
+	Digest string `json:"digest,omitempty"`
+}
+
+// WeightsStatus is the weights part's section of the node state (state.SectionWeights).
+type WeightsStatus struct {
+	CacheRoot   string        `json:"cacheRoot"`
+	BudgetBytes int64         `json:"budgetBytes,omitempty"`
+	UsedBytes   int64         `json:"usedBytes"`
+	Models      []ModelStatus `json:"models"`
+}
+
+// Model returns the status of model name, if any.
+func (w WeightsStatus) Model(name string) (ModelStatus, bool) {
+	for _, m := range w.Models {
+		if m.Model == name {
+			return m, true
+		}
+	}
+	return ModelStatus{}, false
+}

@@ -1,0 +1,321 @@
+package weights
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// stagedFile is one file being fetched: its listing and its preallocated staging file.
+type stagedFile struct {
+	obj  objstore.Object
+	path string
+	fh   *os.File
+}
+
+// fetch is one model's download, verification and publish.
+type fetch struct {
+	e        *Engine
+	m        config.Model
+	src      prefetch.Source
+	files    []stagedFile
+	dir      string
+	j        *journal
+	done     atomic.Int64
+	mu       sync.Mutex
+	status   prefetch.ModelStatus
+	progress func(prefetch.ModelStatus)
+}
+
+type chunkTask struct {
+	file, chunk int
+	off, n      int64
+}
+
+func (f *fetch) setState(s prefetch.State) {
+	f.mu.Lock()
+	f.status.State = s
+	f.mu.Unlock()
+	f.report(0)
+}
+
+func (f *fetch) report(rate float64) {
+	f.mu.Lock()
+	st := f.status
+	f.mu.Unlock()
+	st.BytesDone = f.done.Load()
+	if st.State == prefetch.StateDownloading && rate > 0 {
+		st.BytesPerSecond = rate
+		st.ETASeconds = float64(st.BytesTotal-st.BytesDone) / rate
+	}
+	f.progress(st)
+}
+
+// reporter reports progress every interval with the rate over the last few seconds.
+func (f *fetch) reporter(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		type sample struct {
+			t time.Time
+			b int64
+		}
+		var win []sample
+		t := time.NewTicker(f.e.opts.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				win = append(win, sample{now, f.done.Load()})
+				for len(win) > 2 && now.Sub(win[0].t) > 5*time.Second {
+					win = win[1:]
+				}
+				var rate float64
+				if len(win) >= 2 {
+					if dt := win[len(win)-1].t.Sub(win[0].t).Seconds(); dt > 0 {
+						rate = float64(win[len(win)-1].b-win[0].b) / dt
+					}
+				}
+				f.report(rate)
+			}
+		}
+	}()
+	return func() { cancel(); <-stopped }
+}
+
+func (f *fetch) run(ctx context.Context) (prefetch.ModelStatus, error) {
+	e := f.e
+	f.dir = filepath.Join(e.stagingRoot(), ModelDirName(f.m.Name)+"@"+f.m.Revision)
+	h := journalHeader{Source: f.src.String(), Revision: f.m.Revision, ChunkSize: e.opts.ChunkSize}
+	for _, sf := range f.files {
+		h.Files = append(h.Files, journalFile{Name: sf.obj.Key, Size: sf.obj.Size, ETag: sf.obj.ETag})
+	}
+	j, fresh, err := openJournal(f.dir, h)
+	if err != nil {
+		return f.status, fmt.Errorf("model %s: staging: %w", f.m.Name, err)
+	}
+	f.j = j
+	defer func() {
+		j.close()
+		for _, sf := range f.files {
+			if sf.fh != nil {
+				sf.fh.Close()
+			}
+		}
+	}()
+	e.opts.Log.Info("fetching model", "model", f.m.Name, "revision", f.m.Revision, "source", f.src.String(),
+		"files", len(f.files), "bytes", f.status.BytesTotal, "resume", !fresh)
+	err = f.stageAndPublish(ctx)
+	if err != nil {
+		if errors.Is(err, ErrDiskFull) || errors.Is(err, ErrVerify) || errors.Is(err, ErrLayout) || errors.Is(err, ErrBudget) {
+			// Nothing here is worth resuming (and a full disk needs the room back).
+			j.close()
+			if rmErr := os.RemoveAll(f.dir); rmErr != nil {
+				err = errors.Join(err, fmt.Errorf("clean staging: %w", rmErr))
+			}
+		}
+		return f.status, fmt.Errorf("model %s: %w", f.m.Name, err)
+	}
+	return f.status, nil
+}
+
+func (f *fetch) stageAndPublish(ctx context.Context) error {
+	if err := f.preallocate(); err != nil {
+		return err
+	}
+	f.setState(prefetch.StateDownloading)
+	stop := f.reporter(ctx)
+	err := f.download(ctx, nil)
+	stop()
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		f.setState(prefetch.StateVerifying)
+		bad, err := f.verifyAll(ctx)
+		if err != nil {
+			return err
+		}
+		if len(bad) == 0 {
+			break
+		}
+		if attempt >= f.e.opts.VerifyAttempts {
+			return fmt.Errorf("%w: %s still mismatched after %d refetches; the source object is corrupt or changing — re-upload it", ErrVerify, f.files[firstKey(bad)].obj.Key, attempt)
+		}
+		for i := range bad {
+			f.e.opts.Log.Warn("file failed verification; refetching", "model", f.m.Name, "file", f.files[i].obj.Key, "err", bad[i])
+			if err := f.j.reset(i); err != nil {
+				return err
+			}
+			f.done.Add(-f.files[i].obj.Size)
+		}
+		f.setState(prefetch.StateDownloading)
+		stop := f.reporter(ctx)
+		err = f.download(ctx, bad)
+		stop()
+		if err != nil {
+			return err
+		}
+	}
+	if err := f.validateLayout(); err != nil {
+		return err
+	}
+	return f.publish()
+}
+
+func firstKey(m map[int]error) int {
+	k := -1
+	for i := range m {
+		if k < 0 || i < k {
+			k = i
+		}
+	}
+	return k
+}
+
+// preallocate creates every staging file at its full size (fallocate, so a disk that cannot hold the
+// model fails now, not at 90%) and counts the bytes already journaled.
+func (f *fetch) preallocate() error {
+	data := filepath.Join(f.dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return diskErr(err)
+	}
+	cs := f.e.opts.ChunkSize
+	for i := range f.files {
+		sf := &f.files[i]
+		sf.path = filepath.Join(data, strconv.Itoa(i))
+		fh, err := os.OpenFile(sf.path, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return diskErr(fmt.Errorf("create %s: %w", sf.path, err))
+		}
+		sf.fh = fh
+		if fi, err := fh.Stat(); err == nil && fi.Size() != sf.obj.Size {
+			if err := fallocate(fh, sf.obj.Size); err != nil {
+				return diskErr(fmt.Errorf("preallocate %s (%d bytes) for %s: %w", sf.path, sf.obj.Size, sf.obj.Key, err))
+			}
+		}
+		for c := int64(0); c*cs < sf.obj.Size; c++ {
+			if f.j.isDone(i, int(c)) {
+				f.done.Add(min(cs, sf.obj.Size-c*cs))
+			}
+		}
+	}
+	return nil
+}
+
+func fallocate(fh *os.File, size int64) error {
+	if size == 0 {
+		return fh.Truncate(0)
+	}
+	err := unix.Fallocate(int(fh.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return fh.Truncate(size)
+	}
+	if err != nil {
+		return err
+	}
+	return fh.Truncate(size) // fallocate never shrinks a longer leftover
+}
+
+// diskErr marks out-of-space errors with ErrDiskFull, naming the fix.
+func diskErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %w (free space on the data dir's disk or lower weights.budget)", ErrDiskFull, err)
+	}
+	return err
+}
+
+// download fetches every unfinished chunk of the given files (nil: all files).
+func (f *fetch) download(ctx context.Context, only map[int]error) error {
+	cs := f.e.opts.ChunkSize
+	var tasks []chunkTask
+	for i, sf := range f.files {
+		if only != nil {
+			if _, ok := only[i]; !ok {
+				continue
+			}
+		}
+		for c := int64(0); c*cs < sf.obj.Size; c++ {
+			if !f.j.isDone(i, int(c)) {
+				tasks = append(tasks, chunkTask{file: i, chunk: int(c), off: c * cs, n: min(cs, sf.obj.Size-c*cs)})
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	ch := make(chan chunkTask)
+	g.Go(func() error {
+		defer close(ch)
+		for _, t := range tasks {
+			select {
+			case ch <- t:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
+	for range min(f.e.opts.Concurrency, len(tasks)) {
+		g.Go(func() error {
+			for t := range ch {
+				if err := f.fetchChunk(gctx, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// fetchChunk downloads one chunk, retrying it whole (after the source's own retries) a few times.
+func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
+	sf := f.files[t.file]
+	var err error
+	for attempt := 1; attempt <= f.e.opts.ChunkAttempts; attempt++ {
+		cw := &chunkWriter{ctx: ctx, f: sf.fh, off: t.off, pool: f.e.pool, bw: f.e.bw,
+			onBytes: func(n int64) { f.done.Add(n); f.e.opts.OnBytes(n) }}
+		var n int64
+		n, err = f.src.GetRange(ctx, sf.obj.Key, t.off, t.n, cw)
+		if err == nil && n != t.n {
+			err = fmt.Errorf("got %d of %d bytes", n, t.n)
+		}
+		if err == nil {
+			return f.j.chunkDone(t.file, t.chunk)
+		}
+		f.done.Add(-cw.written)
+		if err := diskErr(err); errors.Is(err, ErrDiskFull) {
+			return err
+		}
+		if ctx.Err() != nil || errors.Is(err, objstore.ErrNotFound) {
+			break
+		}
+		f.e.opts.Log.Debug("chunk failed; retrying", "file", sf.obj.Key, "chunk", t.chunk, "attempt", attempt, "err", err)
+		if sleepCtx(ctx, objstore.DefaultBackoff.Delay(attempt)) != nil {
+			break
+		}
+	}
+	return fmt.Errorf("fetch %s bytes %d-%d from %s: %w", sf.obj.Key, t.off, t.off+t.n-1, f.src, err)
+}

@@ -1,0 +1,227 @@
+package weights
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// journal records finished chunks of one staged model so a restarted warmd (even after kill -9)
+// refetches only what was not finished. It is a text file: one JSON header line naming exactly
+// what is being fetched (source, files with sizes and ETags, chunk size) — any change discards the
+// staging — then one line per event, appended with O_APPEND:
+//
+//	c <file> <chunk>          chunk written (WriteAt returned)
+//	r <file>                  file reset (failed verification; its chunks are refetched)
+//	v <file> <method> <digest> file verified
+//
+// A torn last line (no newline) is ignored. Lines are not fsynced one by one: after kill -9 the
+// kernel still holds every completed write; after a power loss, verification catches a chunk the
+// disk lost and the file is refetched. The data files and the journal are fsynced before publish.
+type journal struct {
+	mu       sync.Mutex
+	once     sync.Once
+	f        *os.File
+	lock     *os.File
+	done     map[[2]int]bool
+	verified map[int]verifiedEntry
+}
+
+type verifiedEntry struct{ method, digest string }
+
+type journalHeader struct {
+	Version   int           `json:"version"`
+	Source    string        `json:"source"`
+	Revision  string        `json:"revision"`
+	ChunkSize int64         `json:"chunkSize"`
+	Files     []journalFile `json:"files"`
+}
+
+type journalFile struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	ETag string `json:"etag,omitempty"`
+}
+
+// openJournal opens (or starts) the journal in dir. It takes an exclusive lock on dir so the daemon
+// and `warmd prefetch` never write the same staging at once. fresh is true when earlier staging was
+// discarded or absent.
+func openJournal(dir string, h journalHeader) (j *journal, fresh bool, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, false, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, false, fmt.Errorf("staging %s is locked by another warmd process (daemon or `warmd prefetch`): %w; wait for it or stop it", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	h.Version = 1
+	want, _ := json.Marshal(h)
+	path := filepath.Join(dir, "journal")
+	j = &journal{lock: lock, done: map[[2]int]bool{}, verified: map[int]verifiedEntry{}}
+	if data, err := os.ReadFile(path); err == nil {
+		header, rest, _ := strings.Cut(string(data), "\n")
+		if header == string(want) {
+			j.replay(rest)
+			j.f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return nil, false, err
+			}
+			if !strings.HasSuffix(rest, "\n") && rest != "" {
+				// Terminate a torn line so the next record starts clean.
+				if _, err := j.f.WriteString("\n"); err != nil {
+					return nil, false, err
+				}
+			}
+			return j, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, err
+	}
+	// Different (or no) fetch staged here: start over.
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() != "lock" {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	j.f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := j.f.Write(append(want, '\n')); err != nil {
+		j.f.Close()
+		return nil, false, err
+	}
+	return j, true, nil
+}
+
+func (j *journal) replay(rest string) {
+	sc := bufio.NewScanner(strings.NewReader(rest))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) == 3 && f[0] == "c":
+			fi, err1 := strconv.Atoi(f[1])
+			ci, err2 := strconv.Atoi(f[2])
+			if err1 == nil && err2 == nil {
+				j.done[[2]int{fi, ci}] = true
+			}
+		case len(f) == 2 && f[0] == "r":
+			if fi, err := strconv.Atoi(f[1]); err == nil {
+				for k := range j.done {
+					if k[0] == fi {
+						delete(j.done, k)
+					}
+				}
+				delete(j.verified, fi)
+			}
+		case len(f) == 4 && f[0] == "v":
+			if fi, err := strconv.Atoi(f[1]); err == nil {
+				j.verified[fi] = verifiedEntry{f[2], f[3]}
+			}
+		}
+	}
+	if !strings.HasSuffix(rest, "\n") && rest != "" {
+		// The last line is torn: a cut "c 3 12" reads as "c 3 1", so drop whatever it claimed
+		// (at worst one chunk is fetched again).
+		i := strings.LastIndexByte(rest, '\n')
+		f := strings.Fields(rest[i+1:])
+		if len(f) == 3 && f[0] == "c" {
+			fi, _ := strconv.Atoi(f[1])
+			ci, _ := strconv.Atoi(f[2])
+			delete(j.done, [2]int{fi, ci})
+		}
+		if len(f) >= 2 && f[0] == "v" {
+			fi, _ := strconv.Atoi(f[1])
+			delete(j.verified, fi)
+		}
+	}
+}
+
+func (j *journal) isDone(file, chunk int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.done[[2]int{file, chunk}]
+}
+
+func (j *journal) append(line string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.f.WriteString(line + "\n"); err != nil {
+		return fmt.Errorf("write journal: %w", err)
+	}
+	return nil
+}
+
+func (j *journal) chunkDone(file, chunk int) error {
+	if err := j.append(fmt.Sprintf("c %d %d", file, chunk)); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.done[[2]int{file, chunk}] = true
+	j.mu.Unlock()
+	return nil
+}
+
+func (j *journal) reset(file int) error {
+	if err := j.append(fmt.Sprintf("r %d", file)); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for k := range j.done {
+		if k[0] == file {
+			delete(j.done, k)
+		}
+	}
+	delete(j.verified, file)
+	return nil
+}
+
+func (j *journal) markVerified(file int, method, digest string) error {
+	if digest == "" {
+		digest = "-"
+	}
+	if err := j.append(fmt.Sprintf("v %d %s %s", file, method, digest)); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.verified[file] = verifiedEntry{method, digest}
+	j.mu.Unlock()
+	return nil
+}
+
+func (j *journal) verifiedAs(file int) (verifiedEntry, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, ok := j.verified[file]
+	return v, ok
+}
+
+func (j *journal) sync() error { return j.f.Sync() }
+
+func (j *journal) close() {
+	j.once.Do(func() {
+		j.f.Close()
+		j.lock.Close()
+	})
+}

@@ -1,0 +1,229 @@
+package weights
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// errMismatch marks a file whose bytes do not match its checksum: it is refetched, not fatal.
+var errMismatch = errors.New("checksum mismatch")
+
+var md5ETag = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// verifyAll verifies every file not yet verified (the journal remembers verified ones across
+// restarts). It returns the files whose bytes mismatched; any other error is fatal.
+func (f *fetch) verifyAll(ctx context.Context) (map[int]error, error) {
+	manifest, err := f.loadManifest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bad := map[int]error{}
+	results := make([]prefetch.FileVerification, len(f.files))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(2, runtime.GOMAXPROCS(0)))
+	for i := range f.files {
+		sf := f.files[i]
+		if v, ok := f.j.verifiedAs(i); ok {
+			results[i] = prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: v.method, Digest: strings.TrimPrefix(v.digest, "-")}
+			continue
+		}
+		g.Go(func() error {
+			fv, err := f.verifyFile(gctx, sf, manifest)
+			if errors.Is(err, errMismatch) {
+				mu.Lock()
+				bad[i] = err
+				mu.Unlock()
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("verify %s: %w", sf.obj.Key, err)
+			}
+			results[i] = fv
+			return f.j.markVerified(i, fv.Method, fv.Digest)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.status.Files = results
+	f.mu.Unlock()
+	return bad, nil
+}
+
+// loadManifest reads the model's sha256sum-format manifest, if the config names one.
+func (f *fetch) loadManifest(ctx context.Context) (map[string]string, error) {
+	name := f.m.SHA256Manifest
+	if name == "" {
+		return nil, nil
+	}
+	o, err := f.src.Head(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("sha256 manifest %q: %w (fix sha256Manifest or upload the manifest)", name, err)
+	}
+	if o.Size > 16<<20 {
+		return nil, fmt.Errorf("sha256 manifest %q is %d bytes; a manifest over 16 MiB is not a sha256sum list", name, o.Size)
+	}
+	var b bytes.Buffer
+	if _, err := f.src.GetRange(ctx, name, 0, o.Size, &b); err != nil {
+		return nil, fmt.Errorf("read sha256 manifest %q: %w", name, err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(&b)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sum, file, ok := strings.Cut(line, " ")
+		file = strings.TrimPrefix(strings.TrimLeft(file, " "), "*")
+		file = strings.TrimPrefix(file, "./")
+		if !ok || len(sum) != 64 || file == "" {
+			return nil, fmt.Errorf("sha256 manifest %q line %d: %q is not \"<sha256>  <file>\" (write it with sha256sum)", name, n, line)
+		}
+		out[file] = strings.ToLower(sum)
+	}
+	return out, nil
+}
+
+// verifyFile checks one staged file with the strongest evidence available: the store's checksum
+// (full-object, or composite part by part), the sha256 manifest, a single-part ETag, else its size.
+func (f *fetch) verifyFile(ctx context.Context, sf stagedFile, manifest map[string]string) (prefetch.FileVerification, error) {
+	fv := prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: prefetch.VerifiedSize}
+	fi, err := sf.fh.Stat()
+	if err != nil {
+		return fv, err
+	}
+	if fi.Size() != sf.obj.Size {
+		return fv, fmt.Errorf("%w: staged %d bytes, want %d", errMismatch, fi.Size(), sf.obj.Size)
+	}
+	head, err := f.src.Head(ctx, sf.obj.Key)
+	if err != nil {
+		return fv, err
+	}
+	if head.Size != sf.obj.Size || (head.ETag != "" && sf.obj.ETag != "" && head.ETag != sf.obj.ETag) {
+		return fv, fmt.Errorf("%s changed during the download (size %d→%d, ETag %q→%q); the next attempt fetches the new version",
+			sf.obj.Key, sf.obj.Size, head.Size, sf.obj.ETag, head.ETag)
+	}
+	if cs := head.Checksum; cs.Value != "" {
+		if !cs.Composite {
+			got, err := hashFile(sf.fh, 0, sf.obj.Size, cs.Algorithm)
+			if err != nil {
+				return fv, err
+			}
+			if objstore.Encode(got) != cs.Value {
+				return fv, fmt.Errorf("%w: %s %s, store says %s", errMismatch, cs.Algorithm, objstore.Encode(got), cs.Value)
+			}
+			fv.Method, fv.Digest = prefetch.VerifiedChecksum, cs.Algorithm+":"+cs.Value
+			return fv, nil
+		}
+		ok, err := f.verifyComposite(ctx, sf, cs)
+		if err != nil {
+			return fv, err
+		}
+		if ok {
+			fv.Method, fv.Digest = prefetch.VerifiedComposite, cs.Algorithm+":"+cs.Value
+			return fv, nil
+		}
+	}
+	if want, ok := manifest[sf.obj.Key]; ok {
+		got, err := hashFile(sf.fh, 0, sf.obj.Size, "sha256")
+		if err != nil {
+			return fv, err
+		}
+		if hex.EncodeToString(got) != want {
+			return fv, fmt.Errorf("%w: sha256 %x, manifest says %s", errMismatch, got, want)
+		}
+		fv.Method, fv.Digest = prefetch.VerifiedManifest, "sha256:"+want
+		return fv, nil
+	}
+	if etag := strings.ToLower(head.ETag); md5ETag.MatchString(etag) {
+		got, err := hashFile(sf.fh, 0, sf.obj.Size, "md5")
+		if err != nil {
+			return fv, err
+		}
+		if hex.EncodeToString(got) != etag {
+			return fv, fmt.Errorf("%w: md5 %x, ETag says %s", errMismatch, got, etag)
+		}
+		fv.Method, fv.Digest = prefetch.VerifiedETag, "md5:"+etag
+		return fv, nil
+	}
+	return fv, nil
+}
+
+// verifyComposite checks each part of a multipart object against its part checksum and the
+// checksum of the part checksums against the object's. ok is false when the store does not give
+// the parts (the caller falls back to weaker checks).
+func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.Checksum) (bool, error) {
+	parts, err := f.src.Parts(ctx, sf.obj.Key)
+	if err != nil || len(parts) == 0 {
+		f.e.opts.Log.Debug("composite checksum without part list; using weaker verification", "file", sf.obj.Key, "err", err)
+		return false, nil
+	}
+	var off int64
+	var sums [][]byte
+	for _, p := range parts {
+		if p.Checksum == "" {
+			return false, nil
+		}
+		got, err := hashFile(sf.fh, off, p.Size, cs.Algorithm)
+		if err != nil {
+			return false, err
+		}
+		if objstore.Encode(got) != p.Checksum {
+			return false, fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, store says %s", errMismatch, p.Number, off, off+p.Size-1, cs.Algorithm, objstore.Encode(got), p.Checksum)
+		}
+		sums = append(sums, got)
+		off += p.Size
+	}
+	if off != sf.obj.Size {
+		return false, fmt.Errorf("%w: parts cover %d bytes of %d", errMismatch, off, sf.obj.Size)
+	}
+	want, err := objstore.CompositeChecksum(cs.Algorithm, sums)
+	if err != nil {
+		return false, err
+	}
+	if base, _, _ := strings.Cut(want, "-"); base != strings.SplitN(cs.Value, "-", 2)[0] {
+		return false, fmt.Errorf("%w: composite %s %s, store says %s", errMismatch, cs.Algorithm, want, cs.Value)
+	}
+	return true, nil
+}
+
+func hashFile(fh *os.File, off, n int64, alg string) ([]byte, error) {
+	var h hash.Hash
+	switch alg {
+	case "md5":
+		h = md5.New()
+	case "sha256":
+		h = sha256.New()
+	default:
+		var err error
+		if h, err = objstore.NewHash(alg); err != nil {
+			return nil, err
+		}
+	}
+	buf := make([]byte, 1<<20)
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(fh, off, n), buf); err != nil {
+		return nil, fmt.Errorf("read back %s: %w", fh.Name(), err)
+	}
+	return h.Sum(nil), nil
+}
