@@ -24,6 +24,7 @@ measures every vLLM startup phase, and publishes what is warm on the Node.`,
 		newRunCommand(s),
 		newStatusCommand(s),
 		newVersionCommand(s),
+		newGPUCommand(s),
 		newPhasesCommand(s),
 	)
 	return root

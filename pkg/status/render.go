@@ -25,6 +25,7 @@ var renderers = []struct {
 	render  SectionRenderer
 }{
 	{state.SectionConfig, renderConfig},
+	{state.SectionGPU, renderGPU},
 }
 
 // Render writes the whole status.

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/nvml/gonvml/gonvmltest"
 )
 
 // TestDetectCallFailures injects a failure into one NVML call at a time. Detection must not panic, must
@@ -53,58 +54,58 @@ func TestDetectCallFailures(t *testing.T) {
 			}},
 		{name: "name of GPU 1", call: "GPU 1 GetName", unknown: true, present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 1).GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+				gonvmltest.Device(s, 1).GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
 			}},
 		{name: "compute capability", call: "GPU 0 GetCudaComputeCapability", unknown: true, present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetCudaComputeCapabilityFunc = func() (int, int, gonvml.Return) { return 0, 0, fail }
+				gonvmltest.Device(s, 0).GetCudaComputeCapabilityFunc = func() (int, int, gonvml.Return) { return 0, 0, fail }
 			}},
 		{name: "UUID (not in key)", call: "GPU 0 GetUUID", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetUUIDFunc = func() (string, gonvml.Return) { return "", fail }
+				gonvmltest.Device(s, 0).GetUUIDFunc = func() (string, gonvml.Return) { return "", fail }
 			}},
 		{name: "memory (not in key)", call: "GPU 1 GetMemoryInfo", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 1).GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) { return gonvml.Memory{}, fail }
+				gonvmltest.Device(s, 1).GetMemoryInfoFunc = func() (gonvml.Memory, gonvml.Return) { return gonvml.Memory{}, fail }
 			}},
 		{name: "architecture (falls back to compute capability)", call: "GPU 0 GetArchitecture", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetArchitectureFunc = func() (gonvml.DeviceArchitecture, gonvml.Return) { return 0, fail }
+				gonvmltest.Device(s, 0).GetArchitectureFunc = func() (gonvml.DeviceArchitecture, gonvml.Return) { return 0, fail }
 			}},
 		{name: "PCI info (not in key)", call: "GPU 0 GetPciInfo", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) { return gonvml.PciInfo{}, fail }
+				gonvmltest.Device(s, 0).GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) { return gonvml.PciInfo{}, fail }
 			}},
 		{name: "MIG mode unreadable", call: "GPU 0 GetMigMode", unknown: true, present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, fail }
+				gonvmltest.Device(s, 0).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, fail }
 			}},
 		{name: "MIG not supported is an answer", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_NOT_SUPPORTED }
+				gonvmltest.Device(s, 0).GetMigModeFunc = func() (int, int, gonvml.Return) { return 0, 0, gonvml.ERROR_NOT_SUPPORTED }
 			}},
 		{name: "MIG device count", call: "GPU 0 GetMaxMigDeviceCount", unknown: true, present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, fail }
+				gonvmltest.Device(s, 0).GetMaxMigDeviceCountFunc = func() (int, gonvml.Return) { return 0, fail }
 			}},
 		{name: "MIG device handle", call: "GPU 0 GetMigDeviceHandleByIndex(0)", unknown: true, present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 0).GetMigDeviceHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, fail }
+				gonvmltest.Device(s, 0).GetMigDeviceHandleByIndexFunc = func(int) (gonvml.Device, gonvml.Return) { return nil, fail }
 			}},
 		{name: "fabric info error (not in key)", call: "GPU 1 GetGpuFabricInfo", present: true, devices: 2,
 			inject: func(s *server.Server) {
-				device(s, 1).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) { return gonvml.GpuFabricInfo{}, fail }
+				gonvmltest.Device(s, 1).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) { return gonvml.GpuFabricInfo{}, fail }
 			}},
 		{name: "a call the mock lacks panics: recorded, not raised", call: "GPU 1 GetUUID: panicked", present: true, devices: 2,
-			inject: func(s *server.Server) { device(s, 1).GetUUIDFunc = nil }},
+			inject: func(s *server.Server) { gonvmltest.Device(s, 1).GetUUIDFunc = nil }},
 		{name: "shutdown", call: "Shutdown", present: true, devices: 2,
 			inject: func(s *server.Server) { s.ShutdownFunc = func() gonvml.Return { return fail } }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, "570.124.06", 12080, 1, gpus.Multiple(2, gpus.H100_SXM5_80GB)...)
+			s := gonvmltest.NewServer(t, "570.124.06", 12080, 1, gpus.Multiple(2, gpus.H100_SXM5_80GB)...)
 			if strings.Contains(tt.call, "Mig") {
-				enableMIG(t, s, 0, gonvml.GPU_INSTANCE_PROFILE_1_SLICE)
+				gonvmltest.EnableMIG(t, s, 0, gonvml.GPU_INSTANCE_PROFILE_1_SLICE)
 			}
 			tt.inject(s)
 			inv, err := NewWithLibrary(s).Detect(context.Background())
@@ -144,7 +145,7 @@ func TestDetectInit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newServer(t, "570.124.06", 12080, 1, gpus.H100_SXM5_80GB)
+			s := gonvmltest.NewServer(t, "570.124.06", 12080, 1, gpus.H100_SXM5_80GB)
 			s.InitFunc = tt.init
 			s.ShutdownFunc = nil // must not be called after a failed Init
 			inv, err := NewWithLibrary(s).Detect(context.Background())
@@ -155,7 +156,7 @@ func TestDetectInit(t *testing.T) {
 		})
 	}
 	t.Run("no GPUs", func(t *testing.T) {
-		inv, err := NewWithLibrary(newServer(t, "570.124.06", 12080, 1)).Detect(context.Background())
+		inv, err := NewWithLibrary(gonvmltest.NewServer(t, "570.124.06", 12080, 1)).Detect(context.Background())
 		if err != nil || inv.Present || inv.SKU != nvml.SKUNone || inv.Reason == "" {
 			t.Errorf("err %v present %v sku %q reason %q", err, inv.Present, inv.SKU, inv.Reason)
 		}

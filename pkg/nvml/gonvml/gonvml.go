@@ -48,9 +48,9 @@ func (d *Detector) Detect(ctx context.Context) (inv nvml.Inventory, err error) {
 		inv.SKU = nvml.SKUUnknown
 		return inv, fmt.Errorf("nvml init: %w", perr)
 	case ret == gonvml.ERROR_LIBRARY_NOT_FOUND:
-		return nvml.Absent(Backend, nvml.NoGPUReason+" (libnvidia-ml.so.1 is not installed or not on the library path)"), nil
+		return nvml.Absent(Backend, nvml.NoGPUReason+": libnvidia-ml.so.1 is not installed or not on the library path"), nil
 	case ret == gonvml.ERROR_DRIVER_NOT_LOADED:
-		return nvml.Absent(Backend, nvml.NoGPUReason+" (NVML is installed but the NVIDIA kernel driver is not loaded)"), nil
+		return nvml.Absent(Backend, nvml.NoGPUReason+": NVML is installed but the NVIDIA kernel driver is not loaded"), nil
 	case ret != gonvml.SUCCESS:
 		inv = nvml.Absent(Backend, "NVML could not be initialized: "+ret.Error())
 		inv.SKU = nvml.SKUUnknown

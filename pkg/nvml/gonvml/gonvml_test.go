@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
 	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/nvml/gonvml/gonvmltest"
 )
 
 func detect(t *testing.T, lib gonvml.Interface) nvml.Inventory {
@@ -42,35 +43,35 @@ func TestDetectMockSystems(t *testing.T) {
 	}{
 		{name: "single H100", count: 1, product: "NVIDIA H100 80GB HBM3", cc: "9.0",
 			lib: func(t *testing.T) gonvml.Interface {
-				return newServer(t, "550.54.15", 12040, 1, gpus.H100_SXM5_80GB)
+				return gonvmltest.NewServer(t, "550.54.15", 12040, 1, gpus.H100_SXM5_80GB)
 			}},
 		{name: "8x H100 (dgxh100)", count: 8, shares: "single H100", product: "NVIDIA H100 80GB HBM3", cc: "9.0",
-			lib: func(t *testing.T) gonvml.Interface { return tidy(dgxh100.New(), 1) }},
+			lib: func(t *testing.T) gonvml.Interface { return gonvmltest.Tidy(dgxh100.New(), 1) }},
 		{name: "8x H200 (dgxh200)", count: 8, product: "NVIDIA H200 141GB HBM3e", cc: "9.0",
-			lib: func(t *testing.T) gonvml.Interface { return tidy(dgxh200.New(), 1) }},
+			lib: func(t *testing.T) gonvml.Interface { return gonvmltest.Tidy(dgxh200.New(), 1) }},
 		{name: "8x B200 (dgxb200)", count: 8, product: "NVIDIA B200 180GB HBM3e", cc: "10.0",
-			lib: func(t *testing.T) gonvml.Interface { return tidy(dgxb200.New(), 1) }},
+			lib: func(t *testing.T) gonvml.Interface { return gonvmltest.Tidy(dgxb200.New(), 1) }},
 		{name: "DGX A100 (dgxa100)", count: 8, product: "Mock NVIDIA A100-SXM4-40GB", cc: "8.0",
-			lib: func(t *testing.T) gonvml.Interface { return tidy(dgxa100.New(), 1) }},
+			lib: func(t *testing.T) gonvml.Interface { return gonvmltest.Tidy(dgxa100.New(), 1) }},
 		{name: "H200 on driver 580 / CUDA 13.0", count: 8, product: "NVIDIA H200 141GB HBM3e", cc: "9.0",
 			lib: func(t *testing.T) gonvml.Interface {
-				return newServer(t, "580.82.07", 13000, 1, gpus.Multiple(8, gpus.H200_SXM5_141GB)...)
+				return gonvmltest.NewServer(t, "580.82.07", 13000, 1, gpus.Multiple(8, gpus.H200_SXM5_141GB)...)
 			}},
 		{name: "H100 with MIG enabled on GPU 0", count: 8, product: "NVIDIA H100 80GB HBM3", cc: "9.0", mig: true, migCount: 2,
 			lib: func(t *testing.T) gonvml.Interface {
-				s := tidy(dgxh100.New(), 1)
-				enableMIG(t, s, 0, gonvml.GPU_INSTANCE_PROFILE_1_SLICE, gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
+				s := gonvmltest.Tidy(dgxh100.New(), 1)
+				gonvmltest.EnableMIG(t, s, 0, gonvml.GPU_INSTANCE_PROFILE_1_SLICE, gonvml.GPU_INSTANCE_PROFILE_3_SLICE)
 				return s
 			}},
 		{name: "mixed A100 80GB + H100", count: 2, product: "", cc: "",
 			lib: func(t *testing.T) gonvml.Interface {
-				return newServer(t, "550.54.15", 12040, 1, gpus.A100_SXM4_80GB, gpus.H100_SXM5_80GB)
+				return gonvmltest.NewServer(t, "550.54.15", 12040, 1, gpus.A100_SXM4_80GB, gpus.H100_SXM5_80GB)
 			}},
 		{name: "NVL72 GB200 tray with fabric", count: 4, product: "NVIDIA GB200", cc: "10.0",
 			clique: "9277d399-0674-44a9-b64e-d85bb19ce2b0.32766",
 			lib: func(t *testing.T) gonvml.Interface {
-				s := newServer(t, "580.82.07", 13000, 1, gpus.Multiple(4, gb200)...)
-				attachFabric(s, nvl72Cluster, 32766)
+				s := gonvmltest.NewServer(t, "580.82.07", 13000, 1, gpus.Multiple(4, gonvmltest.GB200)...)
+				gonvmltest.AttachFabric(s, nvl72Cluster, 32766)
 				return s
 			}},
 	}
@@ -125,7 +126,7 @@ func TestDetectMockSystems(t *testing.T) {
 
 func TestSKUKeyIdentity(t *testing.T) {
 	h100 := func(seed int, driver string, cuda int, cfg gpus.Config) string {
-		return detect(t, newServer(t, driver, cuda, seed, gpus.Multiple(8, cfg)...)).SKU
+		return detect(t, gonvmltest.NewServer(t, driver, cuda, seed, gpus.Multiple(8, cfg)...)).SKU
 	}
 	base := h100(1, "550.54.15", 12040, gpus.H100_SXM5_80GB)
 	sm89 := gpus.H100_SXM5_80GB
@@ -141,7 +142,7 @@ func TestSKUKeyIdentity(t *testing.T) {
 		{"other compute capability", h100(1, "550.54.15", 12040, sm89), false},
 		{"other driver major", h100(1, "560.54.15", 12040, gpus.H100_SXM5_80GB), false},
 		{"other CUDA driver version", h100(1, "550.54.15", 12060, gpus.H100_SXM5_80GB), false},
-		{"4 instead of 8 GPUs", detect(t, newServer(t, "550.54.15", 12040, 3, gpus.Multiple(4, gpus.H100_SXM5_80GB)...)).SKU, true},
+		{"4 instead of 8 GPUs", detect(t, gonvmltest.NewServer(t, "550.54.15", 12040, 3, gpus.Multiple(4, gpus.H100_SXM5_80GB)...)).SKU, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,32 +161,32 @@ func TestDetectFabric(t *testing.T) {
 		fabrics int
 	}{
 		{name: "driver without nvmlDeviceGetGpuFabricInfo: not called", fabrics: 0, setup: func(t *testing.T) gonvml.Interface {
-			s := newServer(t, "525.60.13", 12000, 1, gpus.Multiple(2, gb200)...)
+			s := gonvmltest.NewServer(t, "525.60.13", 12000, 1, gpus.Multiple(2, gonvmltest.GB200)...)
 			s.LookupSymbolFunc = func(string) error { return gonvml.ERROR_FUNCTION_NOT_FOUND }
 			for i := range s.Devices {
-				device(s, i).GetGpuFabricInfoFunc = nil // a call would panic and be recorded
+				gonvmltest.Device(s, i).GetGpuFabricInfoFunc = nil // a call would panic and be recorded
 			}
 			return s
 		}},
 		{name: "fabric still registering", fabrics: 2, setup: func(t *testing.T) gonvml.Interface {
-			s := newServer(t, "580.82.07", 13000, 1, gpus.Multiple(2, gb200)...)
+			s := gonvmltest.NewServer(t, "580.82.07", 13000, 1, gpus.Multiple(2, gonvmltest.GB200)...)
 			for i := range s.Devices {
-				device(s, i).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
+				gonvmltest.Device(s, i).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
 					return gonvml.GpuFabricInfo{State: gonvml.GPU_FABRIC_STATE_IN_PROGRESS}, gonvml.SUCCESS
 				}
 			}
 			return s
 		}},
 		{name: "GPUs in different cliques: no node clique", fabrics: 2, setup: func(t *testing.T) gonvml.Interface {
-			s := newServer(t, "580.82.07", 13000, 1, gpus.Multiple(2, gb200)...)
-			attachFabric(s, nvl72Cluster, 1)
-			device(s, 1).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
+			s := gonvmltest.NewServer(t, "580.82.07", 13000, 1, gpus.Multiple(2, gonvmltest.GB200)...)
+			gonvmltest.AttachFabric(s, nvl72Cluster, 1)
+			gonvmltest.Device(s, 1).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
 				return gonvml.GpuFabricInfo{ClusterUuid: nvl72Cluster, CliqueId: 2, State: gonvml.GPU_FABRIC_STATE_COMPLETED}, gonvml.SUCCESS
 			}
 			return s
 		}},
 		{name: "PCIe GPUs: ERROR_NOT_SUPPORTED tolerated", fabrics: 0, setup: func(t *testing.T) gonvml.Interface {
-			return newServer(t, "580.82.07", 13000, 1, gpus.H100_SXM5_80GB)
+			return gonvmltest.NewServer(t, "580.82.07", 13000, 1, gpus.H100_SXM5_80GB)
 		}},
 	}
 	for _, tt := range tests {

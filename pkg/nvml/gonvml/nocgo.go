@@ -23,5 +23,5 @@ func New() *Detector { return &Detector{} }
 
 // Detect reports no GPU.
 func (*Detector) Detect(context.Context) (nvml.Inventory, error) {
-	return nvml.Absent("null", nvml.NoGPUReason+" (this warmd was built without cgo, so NVML cannot be loaded; build with CGO_ENABLED=1)"), nil
+	return nvml.Absent("null", nvml.NoGPUReason+": this warmd was built without cgo, so NVML cannot be loaded (build with CGO_ENABLED=1)"), nil
 }

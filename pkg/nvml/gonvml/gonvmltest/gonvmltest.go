@@ -1,6 +1,6 @@
 //go:build cgo && linux
 
-package gonvml
+package gonvmltest
 
 import (
 	"fmt"
@@ -12,22 +12,22 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
-// newServer builds a go-nvml mock server with deterministic UUIDs and bus ids (seed varies them, so
+// NewServer builds a go-nvml mock server with deterministic UUIDs and bus ids (seed varies them, so
 // two servers of identical hardware differ only in those), PCI bus ids like a real system, and no
 // NVLink fabric (GetGpuFabricInfo answers ERROR_NOT_SUPPORTED, as on PCIe and HGX nodes).
-func newServer(t *testing.T, driver string, cuda int, seed int, cfgs ...gpus.Config) *server.Server {
+func NewServer(t testing.TB, driver string, cuda int, seed int, cfgs ...gpus.Config) *server.Server {
 	t.Helper()
 	s, err := server.New(server.WithGPUs(cfgs...), server.WithDriverVersion(driver),
 		server.WithNVMLVersion("12."+driver), server.WithCUDADriverVersion(cuda))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tidy(s, seed)
+	Tidy(s, seed)
 	return s
 }
 
-// tidy makes a dgx* mock server deterministic and adds what its devices lack.
-func tidy(s *server.Server, seed int) *server.Server {
+// Tidy makes a dgx* mock server deterministic and adds what its devices lack.
+func Tidy(s *server.Server, seed int) *server.Server {
 	for i, d := range s.Devices {
 		dev := d.(*server.Device)
 		dev.UUID = fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", seed, i)
@@ -48,15 +48,15 @@ func tidy(s *server.Server, seed int) *server.Server {
 	return s
 }
 
-// device returns the mock device i of s.
-func device(s *server.Server, i int) *server.Device { return s.Devices[i].(*server.Device) }
+// Device returns the mock device i of s.
+func Device(s *server.Server, i int) *server.Device { return s.Devices[i].(*server.Device) }
 
-// enableMIG switches GPU i to MIG mode and creates one GPU instance (and a compute instance in it)
+// EnableMIG switches GPU i to MIG mode and creates one GPU instance (and a compute instance in it)
 // per given profile id through the mock's own MIG API; the MIG device handles NVML would return for
 // them are wired into GetMaxMigDeviceCount / GetMigDeviceHandleByIndex.
-func enableMIG(t *testing.T, s *server.Server, i int, profileIDs ...int) {
+func EnableMIG(t testing.TB, s *server.Server, i int, profileIDs ...int) {
 	t.Helper()
-	dev := device(s, i)
+	dev := Device(s, i)
 	if ret, _ := dev.SetMigMode(gonvml.DEVICE_MIG_ENABLE); ret != gonvml.SUCCESS {
 		t.Fatalf("SetMigMode: %v", ret)
 	}
@@ -106,18 +106,18 @@ func enableMIG(t *testing.T, s *server.Server, i int, profileIDs ...int) {
 	}
 }
 
-// attachFabric registers every GPU of s with an NVLink fabric (an NVL72 compute tray).
-func attachFabric(s *server.Server, cluster [16]uint8, clique uint32) {
+// AttachFabric registers every GPU of s with an NVLink fabric (an NVL72 compute tray).
+func AttachFabric(s *server.Server, cluster [16]uint8, clique uint32) {
 	for i := range s.Devices {
-		device(s, i).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
+		Device(s, i).GetGpuFabricInfoFunc = func() (gonvml.GpuFabricInfo, gonvml.Return) {
 			return gonvml.GpuFabricInfo{ClusterUuid: cluster, CliqueId: clique, State: gonvml.GPU_FABRIC_STATE_COMPLETED,
 				Status: uint32(gonvml.SUCCESS)}, gonvml.SUCCESS
 		}
 	}
 }
 
-// gb200 is an NVL72 compute-tray GPU; go-nvml's mocks have no Grace-Blackwell config.
-var gb200 = gpus.Config{
+// GB200 is an NVL72 compute-tray GPU; go-nvml's mocks have no Grace-Blackwell config.
+var GB200 = gpus.Config{
 	Name: "NVIDIA GB200", Architecture: gonvml.DEVICE_ARCH_BLACKWELL, Brand: gonvml.BRAND_NVIDIA,
 	MemoryMB: 189471, CudaMajor: 10, CudaMinor: 0, PciDeviceId: 0x294110DE,
 }
