@@ -1,0 +1,333 @@
+package imagemgr_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/imagemgr"
+	"warmd.io/warmd/pkg/prefetch/internal/imagetest"
+	"warmd.io/warmd/pkg/state"
+)
+
+// backend is one place the manager runs against: both real containerd daemons and the embedded store.
+type backend struct {
+	name     string
+	wantPath string
+	// configure points cfg at the backend (a socket, or a data dir for embedded).
+	configure func(t *testing.T, cfg *config.NodeConfig)
+}
+
+var backends = []backend{
+	{"containerd-2.4", "transfer", func(t *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend = testenv.Containerd(t), "containerd"
+	}},
+	{"containerd-1.6", "pull", func(t *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend = testenv.Containerd16(t), "containerd"
+	}},
+	{"embedded", "embedded", func(t *testing.T, c *config.NodeConfig) { c.Containerd.Backend = "embedded" }},
+}
+
+func newConfig(t *testing.T, b backend, mut func(*config.NodeConfig)) *config.NodeConfig {
+	t.Helper()
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: "n1", DataDir: t.TempDir()}
+	cfg.ImagePull.ResolveInterval = metav1.Duration{Duration: time.Hour}
+	cfg.ImagePull.OnRemove = prefetch.OnRemoveRemove
+	b.configure(t, cfg)
+	mut(cfg)
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+type harness struct {
+	m     *imagemgr.Manager
+	store *state.Store
+	met   *metrics.Metrics
+	cfg   *config.NodeConfig
+}
+
+// start runs the manager until the test ends, then removes every image it managed.
+func start(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options) *harness {
+	t.Helper()
+	if opts.Backoff == 0 {
+		opts.Backoff, opts.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	}
+	h := &harness{store: state.New(nil), met: metrics.New(prometheus.NewRegistry()), cfg: cfg}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h.m = imagemgr.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: log}, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		cleanup(cfg)
+	})
+	return h
+}
+
+// cleanup removes what the test pulled from the shared daemons.
+func cleanup(cfg *config.NodeConfig) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := imagemgr.Open(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return
+	}
+	defer b.Close()
+	ls, _ := b.Managed(ctx)
+	for _, l := range ls {
+		if strings.HasPrefix(l.Name, "127.0.0.1:") {
+			_ = b.Release(ctx, l.Name, prefetch.OnRemoveRemove)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// waitFor blocks until cond holds on the published section (bounded: 3 minutes).
+func (h *harness) waitFor(t *testing.T, what string, cond func(prefetch.ImagesStatus) bool) prefetch.ImagesStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	var v uint64
+	for {
+		snap, err := h.store.WaitNewer(ctx, v)
+		v = snap.Version
+		st, _ := snap.Sections[state.SectionImages].(prefetch.ImagesStatus)
+		if cond(st) {
+			return st
+		}
+		if err != nil {
+			t.Fatalf("waiting for %s: %v; last status: %+v", what, err, st)
+		}
+	}
+}
+
+func ready(ref, digest string) func(prefetch.ImagesStatus) bool {
+	return func(s prefetch.ImagesStatus) bool {
+		im, ok := s.ForRef(ref)
+		return ok && im.State == prefetch.StateReady && im.Warm() && (digest == "" || im.Digest == digest)
+	}
+}
+
+func TestManager(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Run("wanted models' images and extra images become ready and pinned", func(t *testing.T) {
+				reg := imagetest.NewRegistry(t, imagetest.Options{})
+				a := reg.PushRandom(t, "warmd-mgr/served:v1", 64<<10, 3)
+				reg.PushRandom(t, "warmd-mgr/extra:v1", 32<<10, 1)
+				cfg := newConfig(t, b, func(c *config.NodeConfig) {
+					c.Models = []config.Model{
+						{Name: "org/wanted", Source: "file:///m/", Image: reg.Ref("warmd-mgr/served:v1")},
+						{Name: "org/other", Source: "file:///m/", Image: reg.Ref("warmd-mgr/not-here:v1")},
+					}
+					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/extra:v1")}}
+				})
+				h := start(t, cfg, imagemgr.Options{Wants: func(m config.Model) bool { return m.Name == "org/wanted" }})
+				st := h.waitFor(t, "both images ready", func(s prefetch.ImagesStatus) bool {
+					return ready(reg.Ref("warmd-mgr/served:v1"), "")(s) && ready(reg.Ref("warmd-mgr/extra:v1"), "")(s)
+				})
+				if st.Backend.Path != b.wantPath {
+					t.Errorf("status says path %q, want %q", st.Backend.Path, b.wantPath)
+				}
+				if len(st.Images) != 2 {
+					t.Errorf("status lists %d images, want 2 (the unwanted model's image is not this node's)", len(st.Images))
+				}
+				im, ok := st.ForModel("org/wanted")
+				if !ok || im.Digest != imagetest.Digest(t, a) || !im.Pinned || im.Layers != 3 {
+					t.Errorf("image for org/wanted: %+v, want pinned at %s with 3 layers", im, imagetest.Digest(t, a))
+				}
+				if _, ok := st.ForModel("org/other"); ok {
+					t.Error("the unwanted model's image is reported")
+				}
+				if n := testutil.ToFloat64(h.met.Images.ByState.WithLabelValues("ready")); n != 2 {
+					t.Errorf("warmd_images{state=ready} = %v, want 2", n)
+				}
+			})
+
+			t.Run("a moved tag is re-pulled; a digest ref never re-resolves", func(t *testing.T) {
+				reg := imagetest.NewRegistry(t, imagetest.Options{})
+				v1 := reg.PushRandom(t, "warmd-mgr/moving:latest", 32<<10, 2)
+				pinned := reg.PushRandom(t, "warmd-mgr/fixed:v1", 32<<10, 1)
+				byDigest := reg.Ref("warmd-mgr/fixed@" + imagetest.Digest(t, pinned))
+				cfg := newConfig(t, b, func(c *config.NodeConfig) {
+					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/moving:latest")}, {Ref: byDigest}}
+					c.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
+				})
+				h := start(t, cfg, imagemgr.Options{})
+				h.waitFor(t, "v1 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))
+				h.waitFor(t, "digest ref ready", ready(byDigest, imagetest.Digest(t, pinned)))
+				v2 := reg.PushRandom(t, "warmd-mgr/moving:latest", 32<<10, 2)
+				st := h.waitFor(t, "v2 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v2)))
+				im, _ := st.ForRef(reg.Ref("warmd-mgr/moving:latest"))
+				if im.Resolved.IsZero() {
+					t.Error("no resolve time recorded")
+				}
+				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bk.Close()
+				l, err := bk.Lookup(t.Context(), im.Name)
+				if err != nil || l.Digest.String() != imagetest.Digest(t, v2) || !l.Pinned || !l.Unpacked {
+					t.Errorf("after the tag moved the backend holds %+v (%v), want v2 pinned and unpacked", l, err)
+				}
+				dim, _ := st.ForRef(byDigest)
+				if !dim.Resolved.IsZero() && dim.Resolved.After(im.Resolved) {
+					t.Errorf("the digest ref was resolved again at %s", dim.Resolved)
+				}
+			})
+
+			t.Run("registry down: retries, then a clear failure", func(t *testing.T) {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				down := l.Addr().String() + "/warmd-mgr/gone:v1"
+				l.Close() // nothing listens there now
+				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: down}} })
+				h := start(t, cfg, imagemgr.Options{Attempts: 3})
+				st := h.waitFor(t, "failed", func(s prefetch.ImagesStatus) bool {
+					im, ok := s.ForRef(down)
+					return ok && im.State == prefetch.StateFailed
+				})
+				im, _ := st.ForRef(down)
+				if !strings.Contains(im.Reason, "failed after 3 attempts") || !strings.Contains(im.Reason, "connection refused") {
+					t.Errorf("reason %q: want the attempt count and the cause", im.Reason)
+				}
+				if im.Warm() {
+					t.Error("a failed image is reported warm")
+				}
+			})
+
+			t.Run("removal from the config deletes every ref", func(t *testing.T) {
+				reg := imagetest.NewRegistry(t, imagetest.Options{})
+				reg.PushRandom(t, "warmd-mgr/leaving:v1", 32<<10, 2)
+				reg.PushRandom(t, "warmd-mgr/staying:v1", 32<<10, 1)
+				cfg := newConfig(t, b, func(c *config.NodeConfig) {
+					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/leaving:v1")}, {Ref: reg.Ref("warmd-mgr/staying:v1")}}
+				})
+				h := start(t, cfg, imagemgr.Options{})
+				st := h.waitFor(t, "ready", func(s prefetch.ImagesStatus) bool {
+					return ready(reg.Ref("warmd-mgr/leaving:v1"), "")(s) && ready(reg.Ref("warmd-mgr/staying:v1"), "")(s)
+				})
+				leaving, _ := st.ForRef(reg.Ref("warmd-mgr/leaving:v1"))
+				next := *cfg
+				next.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/staying:v1")}}
+				h.m.Reconfigure(&next)
+				h.waitFor(t, "one image left", func(s prefetch.ImagesStatus) bool { return len(s.Images) == 1 })
+				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bk.Close()
+				if _, err := bk.Lookup(t.Context(), leaving.Name); !errors.Is(err, prefetch.ErrNotFound) {
+					t.Errorf("removed image still present: %v", err)
+				}
+				if _, err := bk.Lookup(t.Context(), strings.TrimSuffix(leaving.Name, ":v1")+"@"+leaving.Digest); !errors.Is(err, prefetch.ErrNotFound) {
+					t.Errorf("repo-digest ref of the removed image still present: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// TestManagerContainerdRestart kills a private containerd in the middle of a pull; the pull must
+// complete on a later attempt once the daemon is back.
+func TestManagerContainerdRestart(t *testing.T) {
+	for _, tc := range []struct{ name, major, path string }{
+		{"containerd-2.4", "2", "transfer"},
+		{"containerd-1.6", "1", "pull"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := imagetest.StartDaemon(t, tc.major)
+			reg := imagetest.NewRegistry(t, imagetest.Options{})
+			img := reg.PushRandom(t, "warmd-mgr/restart:v1", 256<<10, 3)
+			entered, release := reg.Gate()
+			defer release()
+			cfg := newConfig(t, backend{configure: func(_ *testing.T, c *config.NodeConfig) {
+				c.Containerd.Address, c.Containerd.Backend = d.Socket, "containerd"
+			}}, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/restart:v1")}} })
+			h := start(t, cfg, imagemgr.Options{Attempts: 12, Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second})
+			select {
+			case <-entered:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the pull never reached the registry's blobs")
+			}
+			d.Kill()
+			d.Start(t)
+			release()
+			st := h.waitFor(t, "ready after restart", ready(reg.Ref("warmd-mgr/restart:v1"), imagetest.Digest(t, img)))
+			if st.Backend.Path != tc.path {
+				t.Errorf("path %q, want %q", st.Backend.Path, tc.path)
+			}
+		})
+	}
+}
+
+func TestDeadlineScalesWithSize(t *testing.T) {
+	o := imagemgr.Options{BaseDeadline: 5 * time.Minute, MinThroughput: 5 << 20}
+	tests := []struct {
+		name string
+		size int64
+		want time.Duration
+	}{
+		{"empty", 0, 5 * time.Minute},
+		{"500 MiB", 500 << 20, 5*time.Minute + 100*time.Second},
+		{"8.7 GB vLLM image", 8_700_000_000, 5*time.Minute + 1659*time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := o.Deadline(tc.size).Truncate(time.Second); got != tc.want {
+				t.Errorf("Deadline(%d) = %s, want %s", tc.size, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWanted(t *testing.T) {
+	cfg := &config.NodeConfig{
+		Models: []config.Model{
+			{Name: "a/x", Image: "vllm/vllm-openai:v1"},
+			{Name: "a/y", Image: "docker.io/vllm/vllm-openai:v1"},
+			{Name: "a/z", Image: "other:v2"},
+			{Name: "a/none"},
+		},
+		Images: []config.Image{{Ref: "docker.io/vllm/vllm-openai:v1"}, {Ref: "Not A Ref"}},
+	}
+	got := imagemgr.Wanted(cfg, func(m config.Model) bool { return m.Name != "a/z" })
+	if len(got) != 2 {
+		t.Fatalf("Wanted = %+v, want the vllm image once and the bad ref", got)
+	}
+	if got[0].Name != "docker.io/vllm/vllm-openai:v1" || strings.Join(got[0].Models, ",") != "a/x,a/y" || got[0].Err != nil {
+		t.Errorf("first = %+v, want the normalized vllm image serving a/x and a/y", got[0])
+	}
+	if got[1].Err == nil || !strings.Contains(got[1].Err.Error(), "not a valid reference") {
+		t.Errorf("bad ref = %+v, want a parse error", got[1])
+	}
+}

@@ -1,0 +1,110 @@
+package imagemgr
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/containerd"
+	"warmd.io/warmd/pkg/prefetch/embedded"
+	"warmd.io/warmd/pkg/prefetch/oci"
+)
+
+// Open builds the backend config.Containerd.Backend asks for: containerd, embedded, or auto
+// (containerd when its socket answers, else embedded under <dataDir>/images).
+func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefetch.Images, error) {
+	reg := Registry(cfg)
+	openCD := func() (prefetch.Images, error) {
+		return containerd.New(ctx, containerd.Options{
+			Address: cfg.Containerd.Address, Namespace: cfg.Containerd.Namespace,
+			Snapshotter: cfg.Containerd.Snapshotter, Registry: reg, Log: log,
+		})
+	}
+	openEmbedded := func() (prefetch.Images, error) {
+		return embedded.New(embedded.Options{Dir: filepath.Join(cfg.DataDir, "images"), Registry: reg, Log: log})
+	}
+	switch cfg.Containerd.Backend {
+	case "containerd":
+		return openCD()
+	case "embedded":
+		return openEmbedded()
+	case "auto", "":
+		if _, err := os.Stat(cfg.Containerd.Address); err != nil {
+			log.Info("no containerd socket; using the embedded image store", "socket", cfg.Containerd.Address, "err", err)
+			return openEmbedded()
+		}
+		b, err := openCD()
+		if err != nil {
+			log.Warn("containerd socket does not answer; using the embedded image store", "err", err)
+			return openEmbedded()
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("containerd.backend %q is not auto, containerd or embedded", cfg.Containerd.Backend)
+}
+
+// Registry is the registry access the config describes.
+func Registry(cfg *config.NodeConfig) oci.Registry {
+	return oci.Registry{
+		Auth:      oci.Auth{Files: slices.Clone(cfg.ImagePull.AuthFiles)},
+		HostsDir:  cfg.ImagePull.HostsDir,
+		PlainHTTP: slices.Clone(cfg.ImagePull.PlainHTTP),
+	}
+}
+
+// backendKey is what, when changed by a reload, requires reopening the backend.
+func backendKey(cfg *config.NodeConfig) string {
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%v|%s|%v", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
+		cfg.Containerd.Snapshotter, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP)
+}
+
+// Want is one image this node needs and why.
+type Want struct {
+	// Ref as configured (the first spelling seen).
+	Ref string
+	// Name is the normalized reference, the key images are deduplicated by.
+	Name string
+	// Models whose Image it is.
+	Models []string
+	// Err is set when Ref does not parse; the image is reported failed with it.
+	Err error
+}
+
+// Wanted lists the images cfg asks this node to keep warm: each wanted model's Image and every
+// config.Images entry, deduplicated by normalized name. wants nil means every model.
+func Wanted(cfg *config.NodeConfig, wants func(config.Model) bool) []Want {
+	var out []Want
+	index := map[string]int{}
+	add := func(ref, model string) {
+		name, err := ref, error(nil)
+		if pr, perr := oci.ParseRef(ref); perr == nil {
+			name = pr.Name
+		} else {
+			err = perr
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(out)
+			index[name] = i
+			out = append(out, Want{Ref: ref, Name: name, Err: err})
+		}
+		if model != "" && !slices.Contains(out[i].Models, model) {
+			out[i].Models = append(out[i].Models, model)
+		}
+	}
+	for _, m := range cfg.Models {
+		if m.Image == "" || (wants != nil && !wants(m)) {
+			continue
+		}
+		add(m.Image, m.Name)
+	}
+	for _, im := range cfg.Images {
+		add(im.Ref, "")
+	}
+	return out
+}
