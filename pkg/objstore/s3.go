@@ -127,6 +127,8 @@ func NewS3(ctx context.Context, cfg config.S3, opts Options) (*S3, error) {
 		}
 		// One retry layer (ours, jittered, with short-read resume), not two multiplying each other.
 		o.Retryer = aws.NopRetryer{}
+		// Ranged GETs never carry a full-object checksum; that is expected, not log-worthy.
+		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	onRetry := opts.OnRetry
 	if onRetry == nil {
@@ -335,8 +337,10 @@ func (c *S3) Parts(ctx context.Context, bucket, key string) ([]Part, error) {
 			return nil, fmt.Errorf("object parts of s3://%s/%s: %w", bucket, key, err)
 		}
 		op := out.ObjectParts
-		if op == nil {
-			return parts, nil
+		if op == nil || (len(op.Parts) == 0 && marker == nil) {
+			// Stores without part lists in GetObjectAttributes (versitygw) still answer
+			// HEAD ?partNumber=N with the part's size and checksum, as AWS does.
+			return c.partsByHead(ctx, bucket, key)
 		}
 		for _, p := range op.Parts {
 			v := aws.ToString(p.ChecksumCRC64NVME) + aws.ToString(p.ChecksumCRC32C) + aws.ToString(p.ChecksumCRC32) + aws.ToString(p.ChecksumSHA256) + aws.ToString(p.ChecksumSHA1)
@@ -346,6 +350,30 @@ func (c *S3) Parts(ctx context.Context, bucket, key string) ([]Part, error) {
 			return parts, nil
 		}
 		marker = op.NextPartNumberMarker
+	}
+}
+
+func (c *S3) partsByHead(ctx context.Context, bucket, key string) ([]Part, error) {
+	var parts []Part
+	for n := int32(1); ; n++ {
+		var h *s3.HeadObjectOutput
+		err := c.retry(ctx, "head", func(int) error {
+			var err error
+			h, err = c.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key, PartNumber: aws.Int32(n), ChecksumMode: types.ChecksumModeEnabled})
+			return mapErr(err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("head part %d of s3://%s/%s: %w", n, bucket, key, err)
+		}
+		count := aws.ToInt32(h.PartsCount)
+		if count <= 1 {
+			return nil, nil // single-part object
+		}
+		v := aws.ToString(h.ChecksumCRC64NVME) + aws.ToString(h.ChecksumCRC32C) + aws.ToString(h.ChecksumCRC32) + aws.ToString(h.ChecksumSHA256) + aws.ToString(h.ChecksumSHA1)
+		parts = append(parts, Part{Number: int(n), Size: aws.ToInt64(h.ContentLength), Checksum: v})
+		if n >= count {
+			return parts, nil
+		}
 	}
 }
 

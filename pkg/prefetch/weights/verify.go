@@ -170,8 +170,8 @@ func (f *fetch) verifyFile(ctx context.Context, sf stagedFile, manifest map[stri
 	return fv, nil
 }
 
-// verifyComposite checks each part of a multipart object against its part checksum and the
-// checksum of the part checksums against the object's. ok is false when the store does not give
+// verifyComposite recomputes a multipart object's composite checksum from the local bytes and the
+// part boundaries (checking each part's own checksum too when the store lists it). ok is false when the store does not give
 // the parts (the caller falls back to weaker checks).
 func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.Checksum) (bool, error) {
 	parts, err := f.src.Parts(ctx, sf.obj.Key)
@@ -182,14 +182,13 @@ func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.
 	var off int64
 	var sums [][]byte
 	for _, p := range parts {
-		if p.Checksum == "" {
-			return false, nil
-		}
 		got, err := hashFile(sf.fh, off, p.Size, cs.Algorithm)
 		if err != nil {
 			return false, err
 		}
-		if objstore.Encode(got) != p.Checksum {
+		// Part checksums, when the store gives them, name the bad part; the composite below is
+		// checked either way (it needs only the part boundaries).
+		if p.Checksum != "" && objstore.Encode(got) != p.Checksum {
 			return false, fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, store says %s", errMismatch, p.Number, off, off+p.Size-1, cs.Algorithm, objstore.Encode(got), p.Checksum)
 		}
 		sums = append(sums, got)

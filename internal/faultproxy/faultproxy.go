@@ -1,0 +1,177 @@
+// Package faultproxy is a loopback HTTP proxy for tests that injects the faults object stores
+// produce: 503 SlowDown answers, bodies cut mid-stream (connection resets, short reads) and flipped
+// bytes. It forwards requests unchanged (the Host header included, so S3 signatures stay valid) and
+// counts the body bytes it served, so tests can assert how much was refetched.
+//
+// It owns nothing but the fault injection; it listens only on 127.0.0.1.
+package faultproxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+)
+
+// Faults to inject; each counter is consumed by the matching requests that follow.
+type Faults struct {
+	// SlowDown answers the next N matching requests with 503 SlowDown (S3's throttling reply).
+	SlowDown int
+	// Reset cuts the next N matching response bodies after half their length.
+	Reset int
+	// Corrupt flips one byte in the middle of the next N matching response bodies.
+	Corrupt int
+	// Match selects requests; nil matches GETs of object bytes (not listings or HEADs).
+	Match func(*http.Request) bool
+}
+
+// Proxy is a running fault proxy.
+type Proxy struct {
+	// URL is the proxy's base URL (http://127.0.0.1:PORT); point the client's endpoint here.
+	URL string
+
+	srv      *http.Server
+	ln       net.Listener
+	mu       sync.Mutex
+	faults   Faults
+	served   atomic.Int64
+	requests atomic.Int64
+	injected atomic.Int64
+}
+
+// Start proxies to target (http://127.0.0.1:PORT).
+func Start(target string) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("fault proxy target %q is not a URL", target)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Body = &countingBody{ReadCloser: r.Body, n: &p.served}
+		if r.Request.Method != http.MethodGet || r.StatusCode/100 != 2 || r.ContentLength < 2 {
+			return nil
+		}
+		if !p.take(r.Request, func(f *Faults) *int { return &f.Reset }) {
+			if p.take(r.Request, func(f *Faults) *int { return &f.Corrupt }) {
+				r.Body = &corruptBody{ReadCloser: r.Body, at: r.ContentLength / 2}
+			}
+			return nil
+		}
+		r.Body = &cutBody{ReadCloser: r.Body, left: r.ContentLength / 2}
+		return nil
+	}
+	rp.ErrorLog = log.New(io.Discard, "", 0) // cut bodies are the point, not news
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.requests.Add(1)
+		if p.take(r, func(f *Faults) *int { return &f.SlowDown }) {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// Inject replaces the pending faults.
+func (p *Proxy) Inject(f Faults) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults = f
+}
+
+// Pending returns the faults not yet consumed.
+func (p *Proxy) Pending() Faults {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.faults
+}
+
+// BytesServed counts response body bytes sent to clients.
+func (p *Proxy) BytesServed() int64 { return p.served.Load() }
+
+// Requests counts requests received.
+func (p *Proxy) Requests() int64 { return p.requests.Load() }
+
+// Injected counts faults injected.
+func (p *Proxy) Injected() int64 { return p.injected.Load() }
+
+// Close stops the proxy.
+func (p *Proxy) Close() error { return p.srv.Close() }
+
+func (p *Proxy) take(r *http.Request, counter func(*Faults) *int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := counter(&p.faults)
+	if *c <= 0 {
+		return false
+	}
+	match := p.faults.Match
+	if match == nil {
+		match = func(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && r.URL.Query().Get("attributes") == "" }
+	}
+	if !match(r) {
+		return false
+	}
+	*c--
+	p.injected.Add(1)
+	return true
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// errCut makes the reverse proxy abort the response, so the client sees a reset/short body.
+var errCut = errors.New("faultproxy: body cut")
+
+type cutBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errCut
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+type corruptBody struct {
+	io.ReadCloser
+	at, pos int64
+}
+
+func (b *corruptBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.at >= b.pos && b.at < b.pos+int64(n) {
+		p[b.at-b.pos] ^= 0xff
+	}
+	b.pos += int64(n)
+	return n, err
+}
