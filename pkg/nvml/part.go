@@ -160,3 +160,10 @@ func (p *Part) publishLocked() {
 	p.m.Info.WithLabelValues(inv.SKU, product, inv.DriverVersion).Set(1)
 	p.m.Count.Set(float64(len(inv.Devices)))
 }
+
+// FromSnapshot returns the gpu section of a state snapshot; ok is false before the first detection.
+// pkg/cache and pkg/readiness read the SKU key and identity labels this way.
+func FromSnapshot(snap state.Snapshot) (Status, bool) {
+	s, ok := snap.Sections[state.SectionGPU].(Status)
+	return s, ok
+}

@@ -80,7 +80,7 @@ func TestPartPublishes(t *testing.T) {
 			for range tt.readings {
 				p.Detect(context.Background())
 			}
-			st, ok := store.Get(state.SectionGPU).(Status)
+			st, ok := FromSnapshot(store.Snapshot())
 			if !ok {
 				t.Fatalf("section %T", store.Get(state.SectionGPU))
 			}
