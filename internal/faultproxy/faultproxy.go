@@ -121,7 +121,9 @@ func (p *Proxy) take(r *http.Request, counter func(*Faults) *int) bool {
 	}
 	match := p.faults.Match
 	if match == nil {
-		match = func(r *http.Request) bool { return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && r.URL.Query().Get("attributes") == "" }
+		match = func(r *http.Request) bool {
+			return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && r.URL.Query().Get("attributes") == ""
+		}
 	}
 	if !match(r) {
 		return false
