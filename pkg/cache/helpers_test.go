@@ -1,0 +1,104 @@
+package cache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/objstore"
+)
+
+const (
+	skuA = "nvidia-h200.sm90.cuda13.0.drv580-1a2b3c4d"
+	skuB = "nvidia-h100-80gb-hbm3.sm90.cuda12.8.drv570-5e6f7a8b"
+)
+
+// versity returns a client for the test versitygw and a fresh "cache-" bucket.
+func versity(t *testing.T) (objstore.Store, string) {
+	t.Helper()
+	env := testenv.RequireS3(t)
+	bucket := fmt.Sprintf("cache-%d", rand.Uint32())
+	dir := filepath.Join(env.Root, bucket)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	c, err := objstore.NewS3(context.Background(), config.S3{Endpoint: env.Endpoint}, objstore.Options{
+		Credentials: credentials.NewStaticCredentialsProvider(env.AccessKey, env.SecretKey, ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, bucket
+}
+
+// stores runs f against the in-memory fake and, when it is running, versitygw.
+func stores(t *testing.T, f func(t *testing.T, s objstore.Store, bucket string)) {
+	t.Run("memory", func(t *testing.T) { f(t, objstore.NewMemory(), "cache-mem") })
+	t.Run("versitygw", func(t *testing.T) {
+		s, b := versity(t)
+		f(t, s, b)
+	})
+}
+
+func newManager(t *testing.T, sku string, store objstore.Store, bucket string, mod ...func(*Options)) *Manager {
+	t.Helper()
+	o := Options{DataDir: t.TempDir(), SKU: sku, Node: "node-" + sku[:6], Store: store, Bucket: bucket, Prefix: "warmd/cc"}
+	for _, f := range mod {
+		f(&o)
+	}
+	m, err := NewManager(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// treeSums maps every regular file under dir (relative path) to its sha256.
+func treeSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		s := sha256.Sum256(b)
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = hex.EncodeToString(s[:])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// capturedPaths lists "<component>/<path>" of every file in m's live records.
+func capturedPaths(m *Manager) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range m.Records() {
+		if !r.Live() {
+			continue
+		}
+		for _, e := range r.Manifest.Entries {
+			if e.Type == "file" {
+				out[r.Manifest.Component+"/"+e.Path] = true
+			}
+		}
+	}
+	return out
+}

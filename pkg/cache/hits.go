@@ -1,0 +1,95 @@
+package cache
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// StartReport is what pkg/phases knows about one vLLM start on this node, as far as compile caches
+// go. The daemon wiring turns a phases start record into one of these.
+type StartReport struct {
+	Time time.Time
+	// Compiled is true when the start logged "Compiling a graph …" (torch.compile ran) or built
+	// FlashInfer JIT kernels: the cache did not cover this start.
+	Compiled bool
+	// CacheDir is the torch_compile_cache/<hash> (or torch_aot_compile/<hash>) dir the start used,
+	// when the log names it ("Using cache directory: …"); only its last element matters.
+	CacheDir string
+	// VLLMVersion, when the log shows it.
+	VLLMVersion string
+}
+
+// StartVerdict is how the manager judged one start.
+type StartVerdict struct {
+	// Hit: the start did not compile. Miss: it compiled although a restore had run before it.
+	Hit, Miss bool
+	// Reason explains a miss when the tree's contents tell why.
+	Reason string
+}
+
+// ReportStart counts a vLLM start as a compile-cache hit or miss. A miss is a start that compiled
+// after this node had restored its SKU's bundles: the restore cost download time and bought nothing.
+// When the start names its cache hash dir and no restored bundle holds that hash, the reason is that
+// the vLLM version, model, config, env or torch/Triton differ from what the bundles were built with
+// (vLLM hashes all of these into the dir name; reference §3.1).
+func (m *Manager) ReportStart(r StartReport) StartVerdict {
+	hash := ""
+	if r.CacheDir != "" {
+		el := strings.Split(strings.TrimRight(r.CacheDir, "/"), "/")
+		hash = el[len(el)-1]
+		m.MarkUsed(ComponentVLLM+"/"+cacheDirPrefix(el), r.Time)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var v StartVerdict
+	if !r.Compiled {
+		v.Hit = true
+		m.stats.Hits++
+		return v
+	}
+	restored := m.stats.LastRestore != nil && !m.stats.LastRestore.After(r.Time)
+	var hashes []string
+	for _, rec := range m.records {
+		if rec.Live() && rec.Origin != OriginCaptured {
+			hashes = append(hashes, rec.Manifest.Versions["vllm-cache-hash"]...)
+			hashes = append(hashes, rec.Manifest.Versions["vllm-aot-hash"]...)
+		}
+	}
+	if !restored || len(hashes) == 0 {
+		return v // nothing was restored for it: a cold start, not a miss
+	}
+	v.Miss = true
+	m.stats.Misses++
+	slices.Sort(hashes)
+	hashes = slices.Compact(hashes)
+	switch {
+	case hash != "" && !slices.Contains(hashes, hash):
+		v.Reason = fmt.Sprintf("vLLM used cache dir %s but the restored bundles hold %s: the vLLM version, model, "+
+			"config (TP/PP/dtype/max-model-len), VLLM_* env or torch/Triton build differ from the pods that built them", hash, strings.Join(hashes, ", "))
+	case hash != "":
+		v.Reason = fmt.Sprintf("cache dir %s was restored but vLLM compiled anyway: torch/Inductor/Triton rejected the artifacts (different torch build or traced source paths)", hash)
+	default:
+		v.Reason = "the start compiled although bundles were restored; its log names no cache dir to compare"
+	}
+	if r.VLLMVersion != "" {
+		v.Reason += " (vLLM " + r.VLLMVersion + ")"
+	}
+	m.stats.LastMiss = v.Reason
+	return v
+}
+
+// cacheDirPrefix turns the elements of a logged cache dir into the path under VLLM_CACHE_ROOT:
+// ".../torch_compile_cache/<hash>[/...]" becomes "torch_compile_cache/<hash>".
+func cacheDirPrefix(el []string) string {
+	for i, e := range el {
+		if e == "torch_compile_cache" && i+1 < len(el) {
+			if el[i+1] == "torch_aot_compile" && i+2 < len(el) {
+				return strings.Join(el[i:i+3], "/")
+			}
+			return strings.Join(el[i:i+2], "/")
+		}
+	}
+	return "torch_compile_cache/" + el[len(el)-1]
+}

@@ -1,0 +1,134 @@
+// Package cache owns the node's compile caches, one tree per GPU SKU key:
+//
+//	<dataDir>/compile-cache/<sku-key>/{vllm,inductor,triton,flashinfer}
+//	<dataDir>/compile-cache/node -> <sku-key>     (what pods mount; the same hostPath on every node)
+//	<dataDir>/compile-cache/.bundles/<sku-key>/   (records of the bundles the tree holds)
+//
+// It captures what pods compile into those trees (a recursive fsnotify watch, a quiet period, only
+// complete files), packs new files into content-addressed bundles (pkg/cache/bundle), shares them
+// through S3 under s3://<bucket>/<prefix>/<sku-key>/<component>/ with one index object per SKU,
+// restores the SKU's bundles at start and periodically, and keeps the trees under a byte budget by
+// evicting least-recently-used bundles no running pod uses.
+//
+// It does not own the SKU fingerprint (pkg/nvml computes it; this package takes it as a string), the
+// S3 client (pkg/objstore), or reading vLLM logs (pkg/phases reports starts to ReportStart).
+//
+// Why one tree per SKU and not per image: vLLM's torch_compile_cache/<hash> dirs, Triton's hashed dirs,
+// Inductor's FX cache and FlashInfer's <version>/<arch> dirs each carry their own key over the torch,
+// Triton, CUDA toolkit, vLLM and FlashInfer versions (reference/vllm-startup-and-caches.md §3.5), so
+// images of different versions share a tree without ever reading each other's entries. What those
+// keys do not cover is the GPU product name for some caches and the driver; the SKU key covers those.
+package cache
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Component names: the four caches a vLLM pod writes, each its own subtree and bundle stream.
+const (
+	ComponentVLLM       = "vllm"
+	ComponentInductor   = "inductor"
+	ComponentTriton     = "triton"
+	ComponentFlashInfer = "flashinfer"
+)
+
+// Components lists every component in a stable order.
+var Components = []string{ComponentVLLM, ComponentInductor, ComponentTriton, ComponentFlashInfer}
+
+// NodeLink is the symlink under compile-cache/ that names this node's SKU tree. Pod specs mount it
+// by a path that is the same on every node, whatever the node's SKU.
+const NodeLink = "node"
+
+// PodMountPath is where `warmd cache env` mounts the node's tree inside a pod.
+const PodMountPath = "/warmd/compile-cache"
+
+var skuRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// CheckSKU refuses keys that cannot name a tree and a bucket prefix, and the keys pkg/nvml uses for
+// "no GPU" and "identity unreadable", which must never key a cache.
+func CheckSKU(sku string) error {
+	switch sku {
+	case "", "none", "unknown":
+		return fmt.Errorf("SKU key %q does not identify a GPU: compile caches are only kept on nodes whose GPU identity was read (check `warmd status` GPU section)", sku)
+	}
+	if !skuRe.MatchString(sku) || strings.Contains(sku, "..") || sku == NodeLink {
+		return fmt.Errorf("SKU key %q is not a safe path element: use letters, digits, '.', '_' and '-' only", sku)
+	}
+	return nil
+}
+
+// Layout names the paths of one node's compile caches.
+type Layout struct {
+	// Base is <dataDir>/compile-cache.
+	Base string
+	SKU  string
+}
+
+// NewLayout returns the layout for dataDir and sku.
+func NewLayout(dataDir, sku string) (Layout, error) {
+	if err := CheckSKU(sku); err != nil {
+		return Layout{}, err
+	}
+	return Layout{Base: filepath.Join(dataDir, "compile-cache"), SKU: sku}, nil
+}
+
+// Root is the SKU's tree.
+func (l Layout) Root() string { return filepath.Join(l.Base, l.SKU) }
+
+// Dir is one component's tree.
+func (l Layout) Dir(component string) string { return filepath.Join(l.Root(), component) }
+
+// Records is where the bundle records of this SKU live.
+func (l Layout) Records() string { return filepath.Join(l.Base, ".bundles", l.SKU) }
+
+// Ensure creates the trees and points the node link at this SKU's tree.
+func (l Layout) Ensure() error {
+	for _, c := range Components {
+		if err := os.MkdirAll(l.Dir(c), 0o755); err != nil {
+			return fmt.Errorf("create compile-cache tree: %w", err)
+		}
+	}
+	if err := os.MkdirAll(l.Records(), 0o755); err != nil {
+		return fmt.Errorf("create compile-cache records: %w", err)
+	}
+	link := filepath.Join(l.Base, NodeLink)
+	if cur, err := os.Readlink(link); err == nil && cur == l.SKU {
+		return nil
+	}
+	tmp := link + ".warmd-new"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(l.SKU, tmp); err != nil {
+		return fmt.Errorf("point %s at %s: %w", link, l.SKU, err)
+	}
+	if err := os.Rename(tmp, link); err != nil {
+		return fmt.Errorf("point %s at %s: %w (remove it if it is not a symlink)", link, l.SKU, err)
+	}
+	return nil
+}
+
+// EnvVar is one environment variable a vLLM pod sets.
+type EnvVar struct {
+	Name, Value, Why string
+}
+
+// PodEnv lists the variables that point a pod's caches into the tree mounted at mount.
+//
+// vLLM redirects Triton and Inductor into its own tree when its compile cache is on: its
+// InductorAdaptor sets TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR to
+// $VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_i_j/{inductor_cache,triton_cache}, and the
+// standalone and AOT modes save their artifacts under the same root. Those files are captured as part
+// of the vllm component. The inductor and triton variables still matter: vLLM with
+// VLLM_DISABLE_COMPILE_CACHE=1, other torch.compile users in the pod, and kernels Triton builds outside
+// vLLM's compile (custom ops, sampling kernels) write there. Both shapes are captured.
+func PodEnv(mount string) []EnvVar {
+	return []EnvVar{
+		{"VLLM_CACHE_ROOT", mount + "/" + ComponentVLLM, "vLLM torch.compile cache (torch_compile_cache/<hash>/…; also holds the Inductor/Triton files vLLM redirects there)"},
+		{"TORCHINDUCTOR_CACHE_DIR", mount + "/" + ComponentInductor, "Inductor FX/AOTAutograd caches outside vLLM's own tree"},
+		{"TRITON_CACHE_DIR", mount + "/" + ComponentTriton, "Triton kernels outside vLLM's own tree"},
+		{"FLASHINFER_WORKSPACE_BASE", mount + "/" + ComponentFlashInfer, "FlashInfer JIT: <base>/.cache/flashinfer/<version>/<arch>/cached_ops/<op>/<op>.so"},
+	}
+}

@@ -1,0 +1,210 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/objstore"
+)
+
+// Options configure a Manager. Zero values take the documented defaults.
+type Options struct {
+	// DataDir is warmd's data dir; the trees live in <DataDir>/compile-cache.
+	DataDir string
+	// SKU is the node's SKU key (pkg/nvml), already known to be cacheable.
+	SKU string
+	// Node names this node in the manifests it writes.
+	Node string
+	// Store, Bucket and Prefix say where bundles are shared; a nil Store keeps caches node-local.
+	Store  objstore.Store
+	Bucket string
+	Prefix string
+	// Budget caps the bytes of this SKU's tree; zero means no cap.
+	Budget int64
+	// EvictHold keeps an evicted bundle from being restored again this long. Default 6h.
+	EvictHold time.Duration
+	// Concurrency bounds parallel bundle downloads and uploads. Default 8.
+	Concurrency int
+	// BundleBytes and BundleFiles bound one captured bundle, so restores run in parallel and one bad
+	// file costs one small bundle. Defaults 64 MiB and 4096 files.
+	BundleBytes int64
+	BundleFiles int
+	// MaxBundleBytes caps the uncompressed size of a bundle the reader accepts. Default 16 GiB.
+	MaxBundleBytes int64
+	// Sync flushes restored files to disk before renaming them into place. Default on in the daemon.
+	Sync bool
+	// InUse returns the trees running pods use, as "<component>/<path prefix>" or "" for the whole
+	// SKU tree; bundles under them are never evicted. Nil: nothing is known to be in use.
+	InUse func() []string
+	// OpenWriters lists files some process holds open for writing; nil uses /proc. Files open for
+	// writing are not complete and never captured.
+	OpenWriters func() (map[FileID]bool, error)
+	Now         func() time.Time
+	Log         *slog.Logger
+}
+
+// Manager owns one SKU's tree on this node: its records, capture, share, restore and eviction.
+// Its methods are safe for concurrent use; captures, restores and evictions are serialized.
+type Manager struct {
+	o      Options
+	layout Layout
+	log    *slog.Logger
+	share  *Share // nil when node-local
+
+	op sync.Mutex // serializes capture, restore, evict
+
+	mu      sync.Mutex
+	records map[string]*Record
+	known   map[string]int64 // "<component>/<path>" -> size of a file a live record holds
+	stats   Stats
+}
+
+// Stats counts what the manager did; it feeds the status section and metrics.
+type Stats struct {
+	LastCapture   *time.Time `json:"lastCapture,omitempty"`
+	LastUpload    *time.Time `json:"lastUpload,omitempty"`
+	LastRestore   *time.Time `json:"lastRestore,omitempty"`
+	Captured      int        `json:"captured"`
+	Uploaded      int        `json:"uploaded"`
+	Restored      int        `json:"restored"`
+	Rejected      int        `json:"rejected"`
+	Evicted       int        `json:"evicted"`
+	Pending       int        `json:"pending"` // files seen but not yet complete at the last capture
+	Conflicts     int        `json:"conflicts"`
+	RemoteBundles int        `json:"remoteBundles"`
+	Hits          int        `json:"hits"`
+	Misses        int        `json:"misses"`
+	LastMiss      string     `json:"lastMiss,omitempty"`
+	// Refused lists the latest bundles or indexes refused (another SKU's, corrupt), with why.
+	Refused   []string `json:"refused,omitempty"`
+	LastError string   `json:"lastError,omitempty"`
+}
+
+// ErrOtherSKU marks an index or bundle that belongs to another SKU: restoring it would make every
+// vLLM start on this node silently recompile (or worse, load kernels built for another GPU).
+var ErrOtherSKU = errors.New("compile cache of another GPU SKU")
+
+// NewManager opens (and creates) the SKU's tree and loads its records.
+func NewManager(o Options) (*Manager, error) {
+	layout, err := NewLayout(o.DataDir, o.SKU)
+	if err != nil {
+		return nil, err
+	}
+	if o.EvictHold <= 0 {
+		o.EvictHold = 6 * time.Hour
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.BundleBytes <= 0 {
+		o.BundleBytes = 64 << 20
+	}
+	if o.BundleFiles <= 0 {
+		o.BundleFiles = 4096
+	}
+	if o.MaxBundleBytes <= 0 {
+		o.MaxBundleBytes = bundle.DefaultMaxBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.OpenWriters == nil {
+		o.OpenWriters = ProcOpenWriters
+	}
+	m := &Manager{o: o, layout: layout, log: o.Log.With("sku", o.SKU), records: map[string]*Record{}, known: map[string]int64{}}
+	if o.Store != nil {
+		if o.Bucket == "" {
+			return nil, fmt.Errorf("compile-cache remote has no bucket: set compileCache.remote to s3://bucket/prefix")
+		}
+		m.share = &Share{Store: o.Store, Bucket: o.Bucket, Prefix: o.Prefix, SKU: o.SKU, Log: m.log}
+	}
+	if err := layout.Ensure(); err != nil {
+		return nil, err
+	}
+	if n, err := bundle.SweepTemps(layout.Root()); err != nil {
+		return nil, err
+	} else if n > 0 {
+		m.log.Info("removed temp files of an interrupted restore", "files", n)
+	}
+	if err := m.loadRecords(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Layout returns the manager's paths.
+func (m *Manager) Layout() Layout { return m.layout }
+
+// Records returns copies of every record, live and evicted.
+func (m *Manager) Records() []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Record, 0, len(m.records))
+	for _, r := range m.records {
+		out = append(out, *r)
+	}
+	return out
+}
+
+// Stats returns a copy of the counters.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats
+	s.Refused = append([]string(nil), s.Refused...)
+	return s
+}
+
+func (m *Manager) now() time.Time { return m.o.Now().UTC() }
+
+func (m *Manager) setError(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		m.stats.LastError = ""
+		return
+	}
+	m.stats.LastError = err.Error()
+}
+
+func (m *Manager) refuse(what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.Rejected++
+	m.stats.Refused = append(m.stats.Refused, what)
+	if n := len(m.stats.Refused); n > 10 {
+		m.stats.Refused = m.stats.Refused[n-10:]
+	}
+}
+
+// checkManifest is the bundle reader's Check: only this SKU's bundles of the expected component.
+func (m *Manager) checkManifest(component string) func(*bundle.Manifest) error {
+	return func(mf *bundle.Manifest) error {
+		if mf.SKU != m.o.SKU {
+			return fmt.Errorf("%w: bundle was built on SKU %q, this node is %q; not restored (its kernels would not load here)", ErrOtherSKU, mf.SKU, m.o.SKU)
+		}
+		if component != "" && mf.Component != component {
+			return fmt.Errorf("bundle holds component %q but was listed as %q", mf.Component, component)
+		}
+		if !validComponent(mf.Component) {
+			return fmt.Errorf("bundle names unknown component %q", mf.Component)
+		}
+		return nil
+	}
+}
+
+func validComponent(c string) bool {
+	for _, k := range Components {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}

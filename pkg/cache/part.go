@@ -1,0 +1,267 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/state"
+)
+
+// PartOptions are the daemon part's seams.
+type PartOptions struct {
+	// SKU returns the node's SKU key (pkg/nvml's, through the gpu section); the part waits while it
+	// is empty or not cacheable and rebuilds its manager when it changes.
+	SKU func() string
+	// Store overrides the S3 client built from the config (tests).
+	Store objstore.Store
+	// InUse is Options.InUse.
+	InUse func() []string
+	// OpenWriters is Options.OpenWriters.
+	OpenWriters func() (map[FileID]bool, error)
+	// RestoreInterval is how often the SKU's index is read again. Default 10m.
+	RestoreInterval time.Duration
+	// Tick is how often the part checks the watch and the SKU. Default 1s.
+	Tick time.Duration
+}
+
+// Status is the compileCache section of the node state.
+type Status struct {
+	// State: waiting (no cacheable SKU yet), restoring (first restore running), ready, error.
+	State      string            `json:"state"`
+	SKU        string            `json:"sku,omitempty"`
+	Root       string            `json:"root,omitempty"`
+	Remote     string            `json:"remote,omitempty"`
+	Budget     int64             `json:"budget,omitempty"`
+	Bytes      int64             `json:"bytes"`
+	Components []ComponentStatus `json:"components,omitempty"`
+	// BundlesLocal are live bundles on this node; Stats.RemoteBundles those in the SKU's index.
+	BundlesLocal int    `json:"bundlesLocal"`
+	Message      string `json:"message,omitempty"`
+	Stats
+}
+
+// ComponentStatus is one component's share of the tree.
+type ComponentStatus struct {
+	Name    string `json:"name"`
+	Bytes   int64  `json:"bytes"`
+	Files   int    `json:"files"`
+	Bundles int    `json:"bundles"`
+}
+
+// Part runs compile-cache management in the daemon.
+type Part struct {
+	cfg   *config.NodeConfig
+	store *state.Store
+	m     *metrics.Cache
+	log   *slog.Logger
+	o     PartOptions
+
+	mu   sync.Mutex
+	mgr  *Manager
+	last Stats // counters already added to metrics
+}
+
+var _ daemon.Part = (*Part)(nil)
+
+// NewPart builds the part; it returns nil when compile caches are disabled.
+func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
+	if d.Config.CompileCache.Disabled {
+		return nil, nil
+	}
+	if o.SKU == nil {
+		return nil, fmt.Errorf("compile-cache part needs the SKU source (wire the gpu part's SKU)")
+	}
+	if o.RestoreInterval <= 0 {
+		o.RestoreInterval = 10 * time.Minute
+	}
+	if o.Tick <= 0 {
+		o.Tick = time.Second
+	}
+	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o}, nil
+}
+
+// Name implements daemon.Part.
+func (p *Part) Name() string { return "cache" }
+
+// Manager returns the current manager (nil while waiting for a SKU).
+func (p *Part) Manager() *Manager {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mgr
+}
+
+// Run implements daemon.Part.
+func (p *Part) Run(ctx context.Context) error {
+	p.publish(Status{State: "waiting", Message: "waiting for the GPU SKU key"})
+	t := time.NewTicker(p.o.Tick)
+	defer t.Stop()
+	for {
+		sku := p.o.SKU()
+		if err := CheckSKU(sku); err == nil {
+			if err := p.runSKU(ctx, sku); err != nil {
+				p.log.Error("compile caches stopped", "err", err)
+				p.publish(Status{State: "error", SKU: sku, Message: err.Error()})
+			}
+		} else {
+			p.publish(Status{State: "waiting", SKU: sku, Message: err.Error()})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// runSKU manages one SKU's tree until ctx ends or the SKU changes.
+func (p *Part) runSKU(ctx context.Context, sku string) error {
+	cc := p.cfg.CompileCache
+	o := Options{DataDir: p.cfg.DataDir, SKU: sku, Node: p.cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
+		InUse: p.o.InUse, OpenWriters: p.o.OpenWriters, Log: p.log}
+	if cc.Remote != "" {
+		bucket, prefix, err := config.ParseS3URL(cc.Remote)
+		if err != nil {
+			return fmt.Errorf("compileCache.remote: %w", err)
+		}
+		o.Store, o.Bucket, o.Prefix = p.o.Store, bucket, prefix
+		if o.Store == nil {
+			s3, err := objstore.NewS3(ctx, p.cfg.S3, objstore.Options{Log: p.log, MaxConns: 32})
+			if err != nil {
+				return err
+			}
+			o.Store = s3
+		}
+	}
+	mgr, err := NewManager(o)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.mgr = mgr
+	p.mu.Unlock()
+	p.publishMgr(mgr, "restoring")
+	if _, err := mgr.Restore(ctx); err != nil && ctx.Err() == nil {
+		p.log.Warn("initial compile-cache restore failed; retrying later", "err", err)
+	}
+	p.publishMgr(mgr, "ready")
+	w, err := NewWatcher(mgr.Layout().Root(), cc.QuietPeriod.Duration, nil)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", mgr.Layout().Root(), err)
+	}
+	defer w.Close()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.Run(wctx)
+	t := time.NewTicker(p.o.Tick)
+	defer t.Stop()
+	lastRestore := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if cur := p.o.SKU(); cur != sku {
+			p.log.Warn("SKU key changed; switching compile-cache tree", "from", sku, "to", cur)
+			return nil
+		}
+		acted := false
+		if w.Due() {
+			res, err := mgr.Capture(ctx)
+			if err != nil {
+				p.log.Warn("capture failed", "err", err)
+				mgr.setError(err)
+			}
+			if res.Pending > 0 {
+				w.Again()
+			}
+			acted = true
+		}
+		if time.Since(lastRestore) >= p.o.RestoreInterval {
+			lastRestore = time.Now()
+			if _, err := mgr.Restore(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("compile-cache restore failed", "err", err)
+			}
+			acted = true
+		}
+		if acted {
+			if _, err := mgr.Upload(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("compile-cache upload failed; retrying after the next capture or restore", "err", err)
+				mgr.setError(err)
+			}
+			if _, err := mgr.Evict(); err != nil {
+				p.log.Warn("compile-cache eviction failed", "err", err)
+			}
+			p.publishMgr(mgr, "ready")
+		}
+	}
+}
+
+// ReportStart feeds one vLLM start (from pkg/phases) to hit/miss accounting.
+func (p *Part) ReportStart(r StartReport) StartVerdict {
+	mgr := p.Manager()
+	if mgr == nil {
+		return StartVerdict{}
+	}
+	v := mgr.ReportStart(r)
+	switch {
+	case v.Hit:
+		p.m.Starts.WithLabelValues("hit").Inc()
+	case v.Miss:
+		p.m.Starts.WithLabelValues("miss").Inc()
+		p.m.RestoredButMissed.Inc()
+		p.log.Warn("vLLM compiled although its SKU's cache was restored", "reason", v.Reason)
+	}
+	p.publishMgr(mgr, "ready")
+	return v
+}
+
+func (p *Part) publish(s Status) { p.store.Publish(state.SectionCache, s) }
+
+// Snapshot builds the status of mgr (it measures the tree).
+func Snapshot(mgr *Manager, state, remote string) Status {
+	s := Status{State: state, SKU: mgr.o.SKU, Root: mgr.layout.Root(), Remote: remote, Budget: mgr.o.Budget, Stats: mgr.Stats()}
+	bytes, files, err := mgr.TreeBytes()
+	if err != nil {
+		s.Message = err.Error()
+	}
+	bundles := map[string]int{}
+	for _, r := range mgr.Records() {
+		if r.Live() {
+			bundles[r.Manifest.Component]++
+			s.BundlesLocal++
+		}
+	}
+	for _, c := range Components {
+		s.Components = append(s.Components, ComponentStatus{Name: c, Bytes: bytes[c], Files: files[c], Bundles: bundles[c]})
+		s.Bytes += bytes[c]
+	}
+	return s
+}
+
+func (p *Part) publishMgr(mgr *Manager, st string) {
+	s := Snapshot(mgr, st, p.cfg.CompileCache.Remote)
+	for _, c := range s.Components {
+		p.m.Bytes.WithLabelValues(c.Name).Set(float64(c.Bytes))
+		p.m.Files.WithLabelValues(c.Name).Set(float64(c.Files))
+	}
+	p.mu.Lock()
+	for op, d := range map[string]int{
+		"captured": s.Captured - p.last.Captured, "uploaded": s.Uploaded - p.last.Uploaded,
+		"restored": s.Restored - p.last.Restored, "rejected": s.Rejected - p.last.Rejected, "evicted": s.Evicted - p.last.Evicted,
+	} {
+		if d > 0 {
+			p.m.Bundles.WithLabelValues(op).Add(float64(d))
+		}
+	}
+	p.last = s.Stats
+	p.mu.Unlock()
+	p.publish(s)
+}

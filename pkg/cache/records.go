@@ -1,0 +1,134 @@
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"warmd.io/warmd/pkg/cache/bundle"
+)
+
+// Origins of a bundle on this node.
+const (
+	OriginCaptured = "captured"
+	OriginRestored = "restored"
+	OriginImported = "imported"
+)
+
+// Record is what the node knows about one bundle its tree holds (or held, when Evicted is set).
+// Records live as JSON files so a restart knows what is captured without re-reading the tree, and
+// use times are tracked here because atime is unreliable (noatime/relatime mounts).
+type Record struct {
+	SHA256   string          `json:"sha256"`
+	Size     int64           `json:"size"`
+	Manifest bundle.Manifest `json:"manifest"`
+	Origin   string          `json:"origin"`
+	Added    time.Time       `json:"added"`
+	LastUsed time.Time       `json:"lastUsed"`
+	// Uploaded is set once the bundle, its manifest and its index entry are in the bucket.
+	Uploaded bool `json:"uploaded,omitempty"`
+	// Evicted is when the bundle's files were removed for the budget; restore leaves it alone for
+	// Options.EvictHold so eviction and restore do not fight.
+	Evicted *time.Time `json:"evicted,omitempty"`
+}
+
+// Live reports whether the record's files are (meant to be) in the tree.
+func (r *Record) Live() bool { return r.Evicted == nil }
+
+// Key is the record's component-qualified path prefix check: does it hold an entry under prefix
+// ("<component>/<path>" or "" for everything)?
+func (r *Record) Under(prefix string) bool {
+	if prefix == "" {
+		return true
+	}
+	comp, rest, _ := strings.Cut(prefix, "/")
+	if comp != r.Manifest.Component {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	for _, e := range r.Manifest.Entries {
+		if e.Path == rest || strings.HasPrefix(e.Path, rest+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) recordPath(sha string) string {
+	return filepath.Join(m.layout.Records(), sha+".json")
+}
+
+// pendingPath is where a captured bundle waits for upload.
+func (m *Manager) pendingPath(sha string) string {
+	return filepath.Join(m.layout.Records(), sha+bundle.Ext)
+}
+
+func (m *Manager) saveRecord(r *Record) error {
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode bundle record: %w", err)
+	}
+	return writeFileAtomic(m.recordPath(r.SHA256), b)
+}
+
+// loadRecords reads every record of this SKU; unreadable ones are reported and skipped.
+func (m *Manager) loadRecords() error {
+	ents, err := os.ReadDir(m.layout.Records())
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read bundle records: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range ents {
+		name := e.Name()
+		if bundle.IsTemp(name) || strings.HasSuffix(name, ".warmd-new") {
+			_ = os.Remove(filepath.Join(m.layout.Records(), name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(m.layout.Records(), name))
+		var r Record
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil || r.SHA256+".json" != name {
+			m.log.Warn("skipping unreadable bundle record", "file", name, "err", err)
+			continue
+		}
+		m.records[r.SHA256] = &r
+		m.indexRecord(&r)
+	}
+	return nil
+}
+
+// indexRecord remembers which files a live record holds, so capture skips them. Caller holds mu.
+func (m *Manager) indexRecord(r *Record) {
+	if !r.Live() {
+		return
+	}
+	for _, e := range r.Manifest.Entries {
+		if e.Type == bundle.TypeFile {
+			m.known[r.Manifest.Component+"/"+e.Path] = e.Size
+		}
+	}
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".warmd-new"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

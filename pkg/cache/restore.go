@@ -1,0 +1,251 @@
+package cache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/objstore"
+)
+
+// Upload sends every captured bundle not yet in the bucket, then adds them to the index in one
+// generation. Bundle and manifest objects are written with If-None-Match: a bundle another node
+// already uploaded has the same name and the same bytes, so ErrExists is success.
+func (m *Manager) Upload(ctx context.Context) (int, error) {
+	if m.share == nil {
+		return 0, nil
+	}
+	m.mu.Lock()
+	var todo []*Record
+	for _, r := range m.records {
+		if r.Origin == OriginCaptured && !r.Uploaded && r.Live() {
+			todo = append(todo, r)
+		}
+	}
+	m.mu.Unlock()
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.o.Concurrency)
+	var mu sync.Mutex
+	var done []*Record
+	for _, r := range todo {
+		g.Go(func() error {
+			comp := r.Manifest.Component
+			err := objstore.PutFile(gctx, m.share.Store, m.share.Bucket, m.share.BundleKey(comp, r.SHA256), m.pendingPath(r.SHA256), objstore.PutOptions{IfNoneMatch: true})
+			if err != nil && !errors.Is(err, objstore.ErrExists) {
+				if errors.Is(err, os.ErrNotExist) {
+					m.log.Warn("captured bundle file is gone; it will be captured again", "bundle", r.SHA256[:12])
+					return nil
+				}
+				return fmt.Errorf("upload bundle %s: %w", r.SHA256[:12], err)
+			}
+			mj, _ := json.Marshal(r.Manifest)
+			err = objstore.PutBytes(gctx, m.share.Store, m.share.Bucket, m.share.ManifestKey(comp, r.SHA256), mj, objstore.PutOptions{IfNoneMatch: true})
+			if err != nil && !errors.Is(err, objstore.ErrExists) {
+				return fmt.Errorf("upload manifest %s: %w", r.SHA256[:12], err)
+			}
+			mu.Lock()
+			done = append(done, r)
+			mu.Unlock()
+			return nil
+		})
+	}
+	err := g.Wait()
+	if len(done) == 0 {
+		return 0, err
+	}
+	entries := make([]IndexEntry, len(done))
+	for i, r := range done {
+		entries[i] = indexEntry(r)
+	}
+	if _, perr := m.share.Publish(ctx, entries); perr != nil {
+		return 0, errors.Join(err, perr)
+	}
+	now := m.now()
+	m.mu.Lock()
+	for _, r := range done {
+		r.Uploaded = true
+		_ = os.Remove(m.pendingPath(r.SHA256))
+	}
+	m.stats.Uploaded += len(done)
+	m.stats.LastUpload = &now
+	m.mu.Unlock()
+	for _, r := range done {
+		if serr := m.saveRecord(r); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	m.log.Info("uploaded compile-cache bundles", "bundles", len(done))
+	return len(done), err
+}
+
+func indexEntry(r *Record) IndexEntry {
+	files := 0
+	for _, e := range r.Manifest.Entries {
+		if e.Type == bundle.TypeFile {
+			files++
+		}
+	}
+	return IndexEntry{SHA256: r.SHA256, Component: r.Manifest.Component, Size: r.Size, Bytes: r.Manifest.Bytes,
+		Files: files, Node: r.Manifest.Node, Created: r.Manifest.Created, Versions: r.Manifest.Versions}
+}
+
+// RestoreResult says what one restore did.
+type RestoreResult struct {
+	Restored []Record
+	// Refused lists bundles not restored and why (another SKU's, corrupt, download failed).
+	Refused []string
+	Remote  int
+}
+
+// Restore reads the SKU's index, downloads the bundles this node lacks in parallel, verifies each
+// against its name (sha256) and manifest, refuses any built for another SKU, and extracts them
+// safely into the tree. Bundles evicted here within EvictHold are left alone.
+func (m *Manager) Restore(ctx context.Context) (RestoreResult, error) {
+	var res RestoreResult
+	if m.share == nil {
+		return res, nil
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	idx, err := m.share.ReadIndex(ctx)
+	if err != nil {
+		if errors.Is(err, ErrOtherSKU) {
+			m.refuse(err.Error())
+		}
+		m.setError(err)
+		return res, err
+	}
+	res.Remote = len(idx.Bundles)
+	now := m.now()
+	var todo []IndexEntry
+	m.mu.Lock()
+	m.stats.RemoteBundles = len(idx.Bundles)
+	for _, e := range idx.Bundles {
+		r, ok := m.records[e.SHA256]
+		if ok && (r.Live() || now.Sub(*r.Evicted) < m.o.EvictHold) {
+			continue
+		}
+		todo = append(todo, e)
+	}
+	m.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(m.o.Concurrency)
+	var mu sync.Mutex
+	for _, e := range todo {
+		g.Go(func() error {
+			rec, err := m.fetch(gctx, e)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if gctx.Err() != nil {
+					return gctx.Err()
+				}
+				what := fmt.Sprintf("%s/%s: %v", e.Component, e.SHA256[:12], err)
+				m.log.Warn("compile-cache bundle not restored", "bundle", e.SHA256[:12], "component", e.Component, "err", err)
+				m.refuse(what)
+				res.Refused = append(res.Refused, what)
+				return nil
+			}
+			res.Restored = append(res.Restored, *rec)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
+	}
+	m.mu.Lock()
+	m.stats.LastRestore = &now
+	m.stats.Restored += len(res.Restored)
+	m.mu.Unlock()
+	m.setError(nil)
+	return res, nil
+}
+
+// fetch streams one bundle from the bucket straight into the extractor.
+func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
+	pr, pw := io.Pipe()
+	getErr := make(chan error, 1)
+	go func() {
+		_, err := m.share.Store.Get(ctx, m.share.Bucket, m.share.BundleKey(e.Component, e.SHA256), pw)
+		pw.CloseWithError(err)
+		getErr <- err
+	}()
+	x, err := bundle.Extract(pr, m.layout.Dir(e.Component), bundle.Options{
+		SHA256: e.SHA256, MaxBytes: m.o.MaxBundleBytes, Check: m.checkManifest(e.Component), Sync: m.o.Sync,
+	})
+	pr.CloseWithError(errors.New("extraction stopped"))
+	if gerr := <-getErr; gerr != nil && err != nil {
+		return nil, fmt.Errorf("download: %w", gerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m.addExtracted(e.SHA256, e.Size, x, OriginRestored)
+}
+
+func (m *Manager) addExtracted(sha string, size int64, x *bundle.Extracted, origin string) (*Record, error) {
+	now := m.now()
+	rec := &Record{SHA256: sha, Size: size, Manifest: x.Manifest, Origin: origin, Added: now, LastUsed: now, Uploaded: origin == OriginRestored}
+	if err := m.saveRecord(rec); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.records[sha] = rec
+	m.indexRecord(rec)
+	m.stats.Conflicts += len(x.Conflicts)
+	m.mu.Unlock()
+	if len(x.Conflicts) > 0 {
+		m.log.Warn("restored bundle met different existing files; kept them", "bundle", sha[:12], "files", x.Conflicts)
+	}
+	return rec, nil
+}
+
+// Import extracts a bundle file (from `warmd cache export` on another cluster) into the tree, with
+// the same checks as a restore: this SKU only, digest, manifest, safe paths. component names the
+// tree it belongs to; empty takes the name of the file's parent dir, as export lays files out
+// (<sku>/<component>/<sha256>.tar.zst). The manifest must agree.
+func (m *Manager) Import(file, component string) (*Record, error) {
+	if component == "" {
+		component = filepath.Base(filepath.Dir(file))
+	}
+	if !validComponent(component) {
+		return nil, fmt.Errorf("import %s: cannot tell the component from %q: pass one of %v", file, component, Components)
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", file, err)
+	}
+	sha := hex.EncodeToString(h.Sum(nil))
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("import %s: %w", file, err)
+	}
+	x, err := bundle.Extract(f, m.layout.Dir(component), bundle.Options{SHA256: sha, MaxBytes: m.o.MaxBundleBytes, Check: m.checkManifest(component), Sync: m.o.Sync})
+	if err != nil {
+		if errors.Is(err, bundle.ErrRejected) {
+			m.refuse(fmt.Sprintf("import %s: %v", file, err))
+		}
+		return nil, fmt.Errorf("import %s: %w", file, err)
+	}
+	return m.addExtracted(sha, size, x, OriginImported)
+}
