@@ -234,6 +234,12 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 	if len(files) == 0 {
 		return fail(fmt.Errorf("model %s: %w: no files under %s match include %v / exclude %v; check source and globs", m.Name, ErrLayout, src, m.Include, m.Exclude))
 	}
+	if cur, ok := e.current(m, files); ok {
+		// Already verified and published, and the source has not changed: nothing to fetch.
+		os.RemoveAll(filepath.Join(e.stagingRoot(), ModelDirName(m.Name)+"@"+m.Revision))
+		progress(cur)
+		return cur, nil
+	}
 	if err := e.makeRoom(m, st.BytesTotal); err != nil {
 		return fail(err)
 	}
@@ -243,4 +249,23 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 		return fail(err)
 	}
 	return st, nil
+}
+
+// current returns the published status of m when its snapshot checks out and holds exactly the
+// listed files (same names and sizes).
+func (e *Engine) current(m config.Model, files []stagedFile) (prefetch.ModelStatus, bool) {
+	st, err := e.Check(m)
+	if err != nil || len(st.Files) != len(files) {
+		return st, false
+	}
+	sizes := map[string]int64{}
+	for _, fv := range st.Files {
+		sizes[fv.Name] = fv.Size
+	}
+	for _, sf := range files {
+		if sz, ok := sizes[sf.obj.Key]; !ok || sz != sf.obj.Size {
+			return st, false
+		}
+	}
+	return st, true
 }

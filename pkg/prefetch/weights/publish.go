@@ -95,7 +95,9 @@ func (f *fetch) publish() error {
 		rec.Blobs[sf.obj.Key] = name
 		dst := filepath.Join(blobs, name)
 		if _, err := os.Stat(dst); err != nil {
-			if err := os.Rename(sf.path, dst); err != nil {
+			// A hard link, not a rename: staging stays whole until the snapshot is in place, so a
+			// crash here resumes with nothing to refetch.
+			if err := os.Link(sf.path, dst); err != nil {
 				return diskErr(fmt.Errorf("publish blob %s: %w", sf.obj.Key, err))
 			}
 		}
