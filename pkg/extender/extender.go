@@ -1,0 +1,244 @@
+// Package extender owns warmd's kube-scheduler extender: the HTTP API (/filter, /prioritize with
+// k8s.io/kube-scheduler/extender/v1 types, nodeCacheCapable or not) that ranks Nodes for a vLLM pod by
+// the predicted time-to-ready warmd's daemons publish on each Node (warmd.io/predicted-ready), and
+// optionally filters out Nodes where that model failed (models.warmd.io/<model>=failed). Nodes are read
+// through an informer into an Index parsed once per Node version, so a request costs map lookups.
+//
+// It does not compute predictions (pkg/readiness/predict does, on each node) and writes nothing to the
+// cluster. Pods that name no model get neutral scores and pass every filter: the extender never blocks
+// a pod it knows nothing about.
+package extender
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/readiness"
+)
+
+// Config is the extender's behaviour.
+type Config struct {
+	// FilterFailed removes Nodes whose label says the pod's model failed there (reported to the
+	// scheduler as unresolvable: preempting pods would not fix it).
+	FilterFailed bool
+	// MaxBodyBytes bounds a request body (0: 64 MiB, enough for 5,000 full Node objects).
+	MaxBodyBytes int64
+}
+
+// Extender answers kube-scheduler extender calls from its Index.
+type Extender struct {
+	cfg     Config
+	index   *Index
+	log     *slog.Logger
+	metrics *metrics.Extender
+	synced  atomic.Bool
+}
+
+// New returns an extender over index; m may be nil (no metrics).
+func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Extender {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	return &Extender{cfg: cfg, index: index, log: log, metrics: m}
+}
+
+// Run keeps the Index current from a Node informer until ctx ends. Only labels, annotations and the
+// resource version are kept (a transform drops the rest), so 5,000 Nodes cost little memory.
+func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time.Duration) error {
+	f := informers.NewSharedInformerFactory(cs, resync)
+	inf := f.Core().V1().Nodes().Informer()
+	if err := inf.SetTransform(slimNode); err != nil {
+		return fmt.Errorf("node informer transform: %w", err)
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { x.upsert(o) },
+		UpdateFunc: func(_, o any) { x.upsert(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if n, ok := o.(*corev1.Node); ok {
+				x.index.Delete(n.Name)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("node informer handler: %w", err)
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("node informer did not sync: %w", context.Cause(ctx))
+	}
+	x.synced.Store(true)
+	x.log.Info("node informer synced", "nodes", x.index.Len())
+	<-ctx.Done()
+	return nil
+}
+
+func (x *Extender) upsert(o any) {
+	if n, ok := o.(*corev1.Node); ok {
+		x.index.Upsert(n)
+	}
+}
+
+func slimNode(o any) (any, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels, Annotations: n.Annotations,
+	}}, nil
+}
+
+// Synced reports whether the informer has listed every Node once (readiness of the Deployment).
+func (x *Extender) Synced() bool { return x.synced.Load() }
+
+// Handler serves POST /filter, POST /prioritize, GET /healthz and GET /readyz (503 until synced).
+func (x *Extender) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /filter", x.serve("filter", func(a *extenderv1.ExtenderArgs) any { return x.Filter(a) }))
+	mux.HandleFunc("POST /prioritize", x.serve("prioritize", func(a *extenderv1.ExtenderArgs) any { return x.Prioritize(a) }))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !x.Synced() {
+			http.Error(w, "node informer not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
+}
+
+func (x *Extender) serve(verb string, do func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		result := "ok"
+		defer func() {
+			if x.metrics != nil {
+				x.metrics.Requests.WithLabelValues(verb, result).Inc()
+				x.metrics.Duration.WithLabelValues(verb).Observe(time.Since(start).Seconds())
+			}
+		}()
+		var args extenderv1.ExtenderArgs
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes)).Decode(&args); err != nil {
+			result = "error"
+			http.Error(w, fmt.Sprintf("decode ExtenderArgs: %v: send the JSON kube-scheduler sends to an extender", err), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(do(&args)); err != nil {
+			result = "error"
+			x.log.Warn("write extender response", "verb", verb, "err", err)
+		}
+	}
+}
+
+// candidate is one Node of a request, by name, with what the index (or the sent object) says.
+type candidate struct {
+	name string
+	node *corev1.Node // the sent object when not nodeCacheCapable
+	info *NodeInfo    // nil when the extender has never seen the Node
+}
+
+func (x *Extender) candidates(a *extenderv1.ExtenderArgs) []candidate {
+	if a.Nodes != nil {
+		out := make([]candidate, len(a.Nodes.Items))
+		for i := range a.Nodes.Items {
+			n := &a.Nodes.Items[i]
+			out[i] = candidate{name: n.Name, node: n, info: x.index.info(n)}
+		}
+		return out
+	}
+	if a.NodeNames == nil {
+		return nil
+	}
+	out := make([]candidate, len(*a.NodeNames))
+	for i, name := range *a.NodeNames {
+		info, _ := x.index.Get(name)
+		out[i] = candidate{name: name, info: info}
+	}
+	return out
+}
+
+// Filter keeps every candidate unless FilterFailed is set and the pod's model failed on it.
+func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
+	res := &extenderv1.ExtenderFilterResult{}
+	cands := x.candidates(a)
+	model := PodModel(a.Pod)
+	var names []string
+	var items []corev1.Node
+	for _, c := range cands {
+		if x.cfg.FilterFailed && model != "" && c.info != nil && c.info.State(model) == string(readiness.StateFailed) {
+			if res.FailedAndUnresolvableNodes == nil {
+				res.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
+			}
+			res.FailedAndUnresolvableNodes[c.name] = fmt.Sprintf("warmd: model %s failed on this node (%s=failed; see `warmd status` on it)", model, readiness.ModelLabelKey(model))
+			continue
+		}
+		if c.node != nil {
+			items = append(items, *c.node)
+		} else {
+			names = append(names, c.name)
+		}
+	}
+	if a.Nodes != nil {
+		res.Nodes = &corev1.NodeList{Items: items}
+	} else {
+		if names == nil {
+			names = []string{}
+		}
+		res.NodeNames = &names
+	}
+	return res
+}
+
+// Prioritize scores every candidate 0–10 by predicted time-to-ready for the pod's model: the fastest
+// Node gets MaxExtenderPriority and another gets 10 × fastest ÷ its own, rounded (a node twice as
+// slow scores 5). Nodes without a prediction for the model score 0; a pod without a model scores 0
+// everywhere (neutral: equal scores change no ranking).
+func (x *Extender) Prioritize(a *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
+	cands := x.candidates(a)
+	list := make(extenderv1.HostPriorityList, len(cands))
+	model := PodModel(a.Pod)
+	best := math.Inf(1)
+	secs := make([]float64, len(cands))
+	for i, c := range cands {
+		list[i].Host = c.name
+		secs[i] = -1
+		if model == "" || c.info == nil {
+			continue
+		}
+		if s, ok := c.info.Predicted[model]; ok {
+			secs[i] = s
+			best = min(best, s)
+		}
+	}
+	for i, s := range secs {
+		switch {
+		case s < 0:
+			list[i].Score = extenderv1.MinExtenderPriority
+		case s == 0 || s == best:
+			list[i].Score = extenderv1.MaxExtenderPriority
+		default:
+			list[i].Score = int64(math.Round(float64(extenderv1.MaxExtenderPriority) * best / s))
+		}
+	}
+	return &list
+}

@@ -1,0 +1,143 @@
+package extender
+
+import (
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/predict"
+)
+
+// NodeInfo is what the extender needs from one Node, parsed once per Node version so a request never
+// parses JSON per node.
+type NodeInfo struct {
+	Name            string
+	ResourceVersion string
+	SKU             string
+	// States maps a per-model label key (models.warmd.io/<key>) to its value (warm, weights, …).
+	States map[string]string
+	// Predicted maps model ids to predicted seconds, from warmd.io/predicted-ready.
+	Predicted map[string]float64
+	// PredictErr is set when the annotation could not be parsed; the node then has no predictions.
+	PredictErr error
+}
+
+// State returns the node's warm state for a model ("" when warmd publishes none for it).
+func (n *NodeInfo) State(model string) string { return n.States[readiness.ModelLabelKey(model)] }
+
+// Info parses what the extender needs from a Node.
+func Info(node *corev1.Node) *NodeInfo {
+	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[readiness.LabelSKU]}
+	for k, v := range node.Labels {
+		if strings.HasPrefix(k, readiness.ModelPrefix) {
+			if n.States == nil {
+				n.States = map[string]string{}
+			}
+			n.States[k] = v
+		}
+	}
+	n.Predicted, n.PredictErr = predict.ParseAnnotation(node.Annotations[predict.AnnotationKey])
+	return n
+}
+
+// Index holds the parsed view of every Node, kept current by the informer's event handlers.
+type Index struct {
+	mu    sync.RWMutex
+	nodes map[string]*NodeInfo
+	// names maps label keys back to the model ids seen in predictions, for metric labels.
+	names map[string]string
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{nodes: map[string]*NodeInfo{}, names: map[string]string{}}
+}
+
+// Upsert records a Node's current version.
+func (ix *Index) Upsert(node *corev1.Node) {
+	n := Info(node)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.nodes[n.Name] = n
+	for m := range n.Predicted {
+		k := readiness.ModelLabelKey(m)
+		if _, ok := ix.names[k]; !ok {
+			ix.names[k] = m
+		}
+	}
+}
+
+// Delete forgets a Node.
+func (ix *Index) Delete(name string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.nodes, name)
+}
+
+// Get returns the parsed Node, if the informer has seen it.
+func (ix *Index) Get(name string) (*NodeInfo, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n, ok := ix.nodes[name]
+	return n, ok
+}
+
+// info returns the parsed form of a Node the scheduler sent: the index's when it holds the same
+// version, a fresh parse otherwise.
+func (ix *Index) info(node *corev1.Node) *NodeInfo {
+	if n, ok := ix.Get(node.Name); ok && n.ResourceVersion == node.ResourceVersion && node.ResourceVersion != "" {
+		return n
+	}
+	return Info(node)
+}
+
+// Len is how many Nodes the index holds.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.nodes)
+}
+
+// WarmNodes counts, per model, the Nodes whose models.warmd.io label says warm. Models are named by
+// their id when a prediction named it, else by the label key's name (org--name → org/name).
+func (ix *Index) WarmNodes() map[string]int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := map[string]int{}
+	for _, n := range ix.nodes {
+		for k, v := range n.States {
+			name := ix.modelName(k)
+			if v == string(readiness.StateWarm) {
+				out[name]++
+			} else if _, ok := out[name]; !ok {
+				out[name] = 0 // a model no node has warm yet is 0, not a missing series
+			}
+		}
+	}
+	return out
+}
+
+// FastestReady is, per model, the lowest predicted time-to-ready over all Nodes: how soon the
+// cluster could have one more replica without adding a node.
+func (ix *Index) FastestReady() map[string]float64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := map[string]float64{}
+	for _, n := range ix.nodes {
+		for m, s := range n.Predicted {
+			if cur, ok := out[m]; !ok || s < cur {
+				out[m] = s
+			}
+		}
+	}
+	return out
+}
+
+func (ix *Index) modelName(key string) string {
+	if m, ok := ix.names[key]; ok {
+		return m
+	}
+	return strings.Replace(strings.TrimPrefix(key, readiness.ModelPrefix), "--", "/", 1)
+}

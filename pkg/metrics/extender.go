@@ -1,0 +1,57 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ClusterView is what the extender knows about every Node, read at scrape time so the gauges never
+// go stale and no goroutine has to refresh them.
+type ClusterView interface {
+	// WarmNodes counts Nodes whose models.warmd.io label says warm, per model.
+	WarmNodes() map[string]int
+	// FastestReady is the lowest predicted time-to-ready over all Nodes, per model.
+	FastestReady() map[string]float64
+}
+
+// Extender holds the scheduler extender's metrics (the `warmd extender` Deployment, not the node daemon).
+type Extender struct {
+	Requests *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+}
+
+// NewExtender creates and registers the extender's collectors on reg; view feeds warmd_warm_nodes and
+// warmd_cluster_fastest_ready_seconds, the signals KEDA or an HPA external metric scale on.
+func NewExtender(reg prometheus.Registerer, view ClusterView) *Extender {
+	e := &Extender{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmd_extender_requests_total", Help: "Scheduler extender requests by verb (filter, prioritize) and result (ok, error).",
+		}, []string{"verb", "result"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "warmd_extender_request_duration_seconds", Help: "Time to answer a scheduler extender request.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
+		}, []string{"verb"}),
+	}
+	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view})
+	return e
+}
+
+var (
+	warmNodesDesc = prometheus.NewDesc("warmd_warm_nodes",
+		"Nodes whose models.warmd.io/<model> label is warm, per model.", []string{"model"}, nil)
+	fastestReadyDesc = prometheus.NewDesc("warmd_cluster_fastest_ready_seconds",
+		"Lowest predicted time-to-ready of a new replica over all Nodes (warmd.io/predicted-ready), per model.", []string{"model"}, nil)
+)
+
+type clusterCollector struct{ view ClusterView }
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- warmNodesDesc
+	ch <- fastestReadyDesc
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	for m, n := range c.view.WarmNodes() {
+		ch <- prometheus.MustNewConstMetric(warmNodesDesc, prometheus.GaugeValue, float64(n), m)
+	}
+	for m, s := range c.view.FastestReady() {
+		ch <- prometheus.MustNewConstMetric(fastestReadyDesc, prometheus.GaugeValue, s, m)
+	}
+}
