@@ -19,15 +19,15 @@ const (
 )
 
 var (
-	reCRI       = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) ([PF])(?: (.*))?$`)
 	reJournald  = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
 	reKubectl   = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (.*)$`)
 	reCollector = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?) \| (.*)$`)
 	reSyslog    = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
 	reANSI      = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
 	reProc      = regexp.MustCompile(`^\(([^()]{1,64}?) pid=(\d+)\) ?`)
-	// §8 of the reference: optional VLLM_LOGGING_PREFIX, level, MM-DD HH:MM:SS, [file:line] (no "[" ≤ v0.7.3).
-	reHeader  = regexp.MustCompile(`^.{0,40}?(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]{1,200}?):(\d+)\] ?(.*)$`)
+	// §8 of the reference: level, MM-DD HH:MM:SS, [file:line] (no "[" up to v0.7.3), after an optional
+	// VLLM_LOGGING_PREFIX (found by headerStart, so this pattern can stay anchored and cheap).
+	reHeader  = regexp.MustCompile(`^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+):(\d+)\] ?`)
 	reUvicorn = regexp.MustCompile(`^(DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(.*)$`)
 )
 
@@ -43,10 +43,8 @@ type outer struct {
 
 // unwrap removes one outer wrapper if present. ref supplies the year for syslog lines.
 func unwrap(s string) outer {
-	if m := reCRI.FindStringSubmatch(s); m != nil {
-		if t, err := time.Parse(time.RFC3339Nano, m[1]); err == nil {
-			return outer{t: t, clock: ClockCRI, stream: m[2], tag: m[3], text: m[4]}
-		}
+	if o, ok := unwrapCRI(s); ok {
+		return o
 	}
 	if m := reJournald.FindStringSubmatch(s); m != nil {
 		if t, ok := parseISO(m[1]); ok {
@@ -69,6 +67,37 @@ func unwrap(s string) outer {
 		}
 	}
 	return outer{text: s}
+}
+
+// unwrapCRI reads `<RFC3339Nano> <stdout|stderr> <P|F> <text>` without a regexp: it is the hot path.
+func unwrapCRI(s string) (outer, bool) {
+	sp := strings.IndexByte(s, ' ')
+	if sp < 20 || sp > 40 || len(s) < sp+9 {
+		return outer{}, false
+	}
+	rest := s[sp+1:]
+	var stream string
+	switch {
+	case strings.HasPrefix(rest, "stdout "):
+		stream = "stdout"
+	case strings.HasPrefix(rest, "stderr "):
+		stream = "stderr"
+	default:
+		return outer{}, false
+	}
+	rest = rest[7:]
+	if len(rest) < 1 || (rest[0] != 'P' && rest[0] != 'F') || (len(rest) > 1 && rest[1] != ' ') {
+		return outer{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s[:sp])
+	if err != nil {
+		return outer{}, false
+	}
+	text := ""
+	if len(rest) > 2 {
+		text = rest[2:]
+	}
+	return outer{t: t, clock: ClockCRI, stream: stream, tag: rest[:1], text: text}, true
 }
 
 func parseISO(s string) (time.Time, bool) {
@@ -99,17 +128,19 @@ func split(seg string) inner {
 		in.proc = m[1] + " pid=" + m[2]
 		seg = seg[len(m[0]):]
 	}
-	if m := reHeader.FindStringSubmatch(seg); m != nil {
-		in.level, in.file, in.msg, in.hasHdr = m[1], m[7], m[9], true
-		in.mon, _ = strconv.Atoi(m[2])
-		in.day, _ = strconv.Atoi(m[3])
-		in.h, _ = strconv.Atoi(m[4])
-		in.mi, _ = strconv.Atoi(m[5])
-		in.se, _ = strconv.Atoi(m[6])
-		if in.mon < 1 || in.mon > 12 || in.day < 1 || in.day > 31 || in.h > 23 || in.mi > 59 || in.se > 60 {
-			in.hasHdr = false
+	if i := headerStart(seg); i >= 0 {
+		if m := reHeader.FindStringSubmatch(seg[i:]); m != nil {
+			in.level, in.file, in.msg, in.hasHdr = m[1], m[7], seg[i+len(m[0]):], true
+			in.mon, _ = strconv.Atoi(m[2])
+			in.day, _ = strconv.Atoi(m[3])
+			in.h, _ = strconv.Atoi(m[4])
+			in.mi, _ = strconv.Atoi(m[5])
+			in.se, _ = strconv.Atoi(m[6])
+			if in.mon < 1 || in.mon > 12 || in.day < 1 || in.day > 31 || in.h > 23 || in.mi > 59 || in.se > 60 {
+				in.hasHdr = false
+			}
+			return in
 		}
-		return in
 	}
 	if m := reUvicorn.FindStringSubmatch(seg); m != nil {
 		in.level, in.msg = m[1], m[2]
@@ -117,6 +148,23 @@ func split(seg string) inner {
 	}
 	in.msg = seg
 	return in
+}
+
+// maxLoggingPrefix bounds how far into a line the level may start (VLLM_LOGGING_PREFIX).
+const maxLoggingPrefix = 40
+
+var levels = []string{"INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL "}
+
+// headerStart returns where a vLLM level word starts within the first maxLoggingPrefix bytes, or -1.
+func headerStart(s string) int {
+	head := s[:min(len(s), maxLoggingPrefix+len("CRITICAL "))]
+	best := -1
+	for _, l := range levels {
+		if i := strings.Index(head, l); i >= 0 && i <= maxLoggingPrefix && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	return best
 }
 
 // yearClock turns year-less times (vLLM's MM-DD HH:MM:SS, syslog) into absolute ones: the first one

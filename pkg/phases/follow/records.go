@@ -1,0 +1,157 @@
+package follow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/state"
+)
+
+// recordsFile is the on-disk form of the kept records.
+type recordsFile struct {
+	Version int             `json:"version"`
+	Records []phases.Record `json:"records"` // oldest first
+}
+
+func (f *Follower) recordsPath() string { return filepath.Join(f.opts.StateDir, "phases.json") }
+
+func loadRecords(path string) ([]phases.Record, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read phases records %s: %w", path, err)
+	}
+	var rf recordsFile
+	if err := json.Unmarshal(b, &rf); err != nil {
+		return nil, fmt.Errorf("decode phases records %s: %w (the file is rewritten on the next start seen)", path, err)
+	}
+	return rf.Records, nil
+}
+
+// saveRecords writes the records atomically: temp file, fsync, rename, fsync the dir. A crash leaves
+// either the old file or the new one, never a torn one.
+func saveRecords(path string, recs []phases.Record) error {
+	b, err := json.MarshalIndent(recordsFile{Version: 1, Records: recs}, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode phases records: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create state dir %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".phases-*.json")
+	if err != nil {
+		return fmt.Errorf("write phases records: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write phases records %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync phases records %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close phases records %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace phases records %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // best effort: the rename is durable once the directory is
+		d.Close()
+	}
+	return nil
+}
+
+// record keeps one finished start, persists the list and observes the metrics.
+func (f *Follower) record(s *stream, r phases.Result) {
+	s.done = true
+	s.close()
+	sku := ""
+	if f.opts.SKU != nil {
+		sku = f.opts.SKU()
+	}
+	model := r.Model
+	if f.opts.Model != nil {
+		model = f.opts.Model(s.pod.namespace, s.pod.name, r)
+	}
+	rec := phases.Record{
+		Namespace: s.pod.namespace, Pod: s.pod.name, PodUID: s.pod.uid, Container: s.pod.container, Restart: s.restart,
+		Model: model, GPUSKU: sku, Log: s.path, Recorded: f.opts.Now().UTC(), Result: r,
+	}
+	f.mu.Lock()
+	f.records = append(f.records, rec)
+	if over := len(f.records) - f.opts.Keep; over > 0 {
+		for _, old := range f.records[:over] {
+			delete(f.keys, old.Key())
+		}
+		f.records = slices.Clone(f.records[over:])
+	}
+	f.keys[rec.Key()] = true
+	recs := slices.Clone(f.records)
+	f.mu.Unlock()
+	if err := saveRecords(f.recordsPath(), recs); err != nil {
+		f.problem = err.Error()
+		f.log.Warn("keep phases records", "err", err)
+	} else if f.problem != "" && !isDirProblem(f.problem) {
+		f.problem = ""
+	}
+	f.observe(rec)
+	f.log.Info("vLLM start recorded", "pod", s.pod.namespace+"/"+s.pod.name, "container", s.pod.container,
+		"restart", s.restart, "outcome", r.Outcome, "compileCache", r.CompileCache, "totalSeconds", r.TotalSeconds)
+}
+
+func isDirProblem(p string) bool { return len(p) > 16 && p[:16] == "read pod log dir" }
+
+// observe exports one start. Phase histograms take only ready starts: a failed start's phases are cut
+// short and would drag the distributions that predictions read.
+func (f *Follower) observe(rec phases.Record) {
+	m := f.opts.Metrics
+	if m == nil {
+		return
+	}
+	r := rec.Result
+	m.Starts.WithLabelValues(string(r.Outcome), string(r.CompileCache)).Inc()
+	if r.Outcome != phases.OutcomeReady {
+		return
+	}
+	model := rec.Model
+	if model == "" {
+		model = "unknown"
+	}
+	for _, p := range r.Phases {
+		m.PhaseSeconds.WithLabelValues(p.Name, model, rec.GPUSKU, string(r.CompileCache)).Observe(p.Seconds)
+	}
+	if r.TotalSeconds != nil {
+		m.PhaseSeconds.WithLabelValues(phases.PhaseTotal, model, rec.GPUSKU, string(r.CompileCache)).Observe(*r.TotalSeconds)
+	}
+}
+
+// publish replaces the phases status section.
+func (f *Follower) publish() {
+	if f.opts.Store == nil {
+		return
+	}
+	st := phases.Status{PodLogDir: f.opts.Dir}
+	for _, s := range f.streams {
+		if !s.done && s.parser.IsVLLM() {
+			st.Following++
+		}
+	}
+	recs := f.Records()
+	slices.Reverse(recs)
+	st.Records = recs
+	if f.problem != "" {
+		st.Problems = []string{f.problem}
+	}
+	f.opts.Store.Publish(state.SectionPhases, st)
+}
