@@ -6,5 +6,6 @@ import "warmd.io/warmd/pkg/daemon"
 func parts() []daemon.PartFactory {
 	return []daemon.PartFactory{
 		newGPUPart,
+		newImagesPart,
 	}
 }

@@ -26,6 +26,7 @@ var renderers = []struct {
 }{
 	{state.SectionConfig, renderConfig},
 	{state.SectionGPU, renderGPU},
+	{state.SectionImages, renderImages},
 }
 
 // Render writes the whole status.

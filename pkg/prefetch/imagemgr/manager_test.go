@@ -217,7 +217,7 @@ func TestManager(t *testing.T) {
 					return ok && im.State == prefetch.StateFailed
 				})
 				im, _ := st.ForRef(down)
-				if !strings.Contains(im.Reason, "failed after 3 attempts") || !strings.Contains(im.Reason, "connection refused") {
+				if !strings.Contains(im.Reason, "failed after 3 attempt(s)") || !strings.Contains(im.Reason, "connection refused") {
 					t.Errorf("reason %q: want the attempt count and the cause", im.Reason)
 				}
 				if im.Warm() {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
+
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -64,6 +66,12 @@ func (m *Manager) sync(ctx context.Context, b prefetch.Images, e *entry) error {
 			return ctx.Err()
 		}
 		last = err
+		if errdefs.IsNotFound(err) {
+			// The registry says the reference does not exist: retrying now will not change that; the
+			// next round (FailedRetry or a config fix) will look again.
+			last = fmt.Errorf("%w (check the image reference and that it was pushed)", err)
+			break
+		}
 		if attempt >= m.opts.Attempts {
 			break
 		}
@@ -77,7 +85,7 @@ func (m *Manager) sync(ctx context.Context, b prefetch.Images, e *entry) error {
 		delay = min(2*delay, m.opts.MaxBackoff)
 	}
 	m.update(e, func(s *prefetch.ImageStatus) {
-		s.Reason = fmt.Sprintf("failed after %d attempts: %v", m.opts.Attempts, last)
+		s.Reason = fmt.Sprintf("failed after %d attempt(s): %v", s.Attempt, last)
 		s.Pending, s.Layer, s.Layers, s.Bytes, s.TotalBytes = "", 0, 0, 0, 0
 		if s.Warm() {
 			s.State = prefetch.StateReady // the warm digest is still here; only the refresh failed
@@ -85,7 +93,7 @@ func (m *Manager) sync(ctx context.Context, b prefetch.Images, e *entry) error {
 			s.State = prefetch.StateFailed
 		}
 	})
-	m.log.Error("image pull failed", "image", e.st.Name, "attempts", m.opts.Attempts, "err", last)
+	m.log.Error("image pull failed", "image", e.st.Name, "err", last)
 	return last
 }
 

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/imagemgr"
+)
+
+type prefetchImagesOptions struct {
+	configPath string
+	logLevel   string
+	progress   string
+	timeout    time.Duration
+}
+
+// newImagesPart is the images daemon part. Every model's image is wanted until the node-selector
+// wiring passes a Wants func.
+func newImagesPart(d daemon.Deps) (daemon.Part, error) {
+	return imagemgr.New(d, imagemgr.Options{}), nil
+}
+
+func newPrefetchImagesCommand(s cli.IOStreams) *cobra.Command {
+	o := prefetchImagesOptions{}
+	cmd := &cobra.Command{
+		Use:   "images",
+		Short: "Pull, unpack and pin the config's images once, with per-layer progress",
+		Long: `Pull every image the config names (each model's image and config.images) through the backend
+warmd run would use (containerd.backend: auto, containerd or embedded), unpack it into the CRI's
+snapshotter, and pin it, once, in the foreground. It uses the same retries, size-scaled deadlines,
+registry credentials (imagePull.authFiles) and hosts.toml dir as the daemon. It never removes
+anything. Exit status 1 when any image failed (each failure is listed).`,
+		Example: `  warmd prefetch images --config /etc/warmd/config.yaml
+  warmd prefetch images -c warmd.yaml --progress plain   # one line per layer event, for logs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return prefetchImages(cmd.Context(), s, o) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.configPath, "config", "c", "/etc/warmd/config.yaml", "NodeConfig file (YAML)")
+	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	f.StringVar(&o.progress, "progress", "auto", "progress display: auto (bars on a terminal), bars, plain, none")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long (0: only the per-image deadlines apply)")
+	return cmd
+}
+
+func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOptions) error {
+	switch o.progress {
+	case "auto", "bars", "plain", "none":
+	default:
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--progress %q: use auto, bars, plain or none", o.progress)}
+	}
+	log, err := newLogger(s, "text", o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	mode := o.progress
+	if mode == "auto" {
+		mode = "plain"
+		if cli.IsTerminal(s.ErrOut) {
+			mode = "bars"
+		}
+	}
+	pr := newLayerProgress(ctx, s, mode)
+	m := imagemgr.New(daemon.Deps{Config: cfg, Log: log}, imagemgr.Options{OnProgress: pr.report})
+	start := time.Now()
+	st, err := m.Once(ctx)
+	pr.finish()
+	printImageSummary(s, st, time.Since(start))
+	if err != nil {
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("some images are not warm:\n%w", err)}
+	}
+	return nil
+}
+
+// layerProgress draws one bar per layer (mpb) or prints plain lines when layers complete.
+type layerProgress struct {
+	mode string
+	s    cli.IOStreams
+	p    *mpb.Progress
+	mu   sync.Mutex
+	bars map[string]*mpb.Bar
+	seen map[string]bool
+}
+
+func newLayerProgress(ctx context.Context, s cli.IOStreams, mode string) *layerProgress {
+	lp := &layerProgress{mode: mode, s: s, bars: map[string]*mpb.Bar{}, seen: map[string]bool{}}
+	if mode == "bars" {
+		lp.p = mpb.NewWithContext(ctx, mpb.WithOutput(s.ErrOut), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond))
+	}
+	return lp
+}
+
+func (lp *layerProgress) report(name string, p prefetch.Progress) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	for i, l := range p.Layers {
+		key := name + " " + l.Digest.String()
+		label := fmt.Sprintf("%s layer %d/%d %s", shortName(name), i+1, len(p.Layers), l.Digest.Encoded()[:12])
+		switch lp.mode {
+		case "bars":
+			b, ok := lp.bars[key]
+			if !ok {
+				b = lp.p.AddBar(l.Size,
+					mpb.PrependDecorators(decor.Name(label, decor.WCSyncSpaceR)),
+					mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace), decor.Percentage(decor.WCSyncSpace)))
+				lp.bars[key] = b
+			}
+			b.SetCurrent(l.Done)
+		case "plain":
+			if l.Complete && !lp.seen[key] {
+				lp.seen[key] = true
+				fmt.Fprintf(lp.s.ErrOut, "%s: %d bytes, done\n", label, l.Size)
+			}
+		}
+	}
+}
+
+// finish ends every bar (aborting those a failure left short) so the container stops drawing.
+func (lp *layerProgress) finish() {
+	if lp.p == nil {
+		return
+	}
+	lp.mu.Lock()
+	for _, b := range lp.bars {
+		if !b.Completed() {
+			b.Abort(false)
+		}
+	}
+	lp.mu.Unlock()
+	lp.p.Wait()
+}
+
+func shortName(name string) string {
+	if len(name) > 48 {
+		return "…" + name[len(name)-47:]
+	}
+	return name
+}
+
+func printImageSummary(s cli.IOStreams, st prefetch.ImagesStatus, took time.Duration) {
+	fmt.Fprintf(s.Out, "Backend: %s (%s API): %s\n", orDashStr(st.Backend.Name), orDashStr(st.Backend.Path), orDashStr(st.Backend.Detail))
+	if st.Error != "" {
+		fmt.Fprintf(s.Out, "Error:   %s\n", st.Error)
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tSTATE\tPINNED\tDIGEST\tREASON")
+	for _, im := range st.Images {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", im.Ref, im.State, im.Pinned, orDashStr(im.Digest), orDashStr(im.Reason))
+	}
+	tw.Flush()
+	fmt.Fprintf(s.Out, "Took %s\n", took.Round(10*time.Millisecond))
+}
+
+func orDashStr(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
+}
