@@ -7,5 +7,6 @@ func parts() []daemon.PartFactory {
 	return []daemon.PartFactory{
 		newGPUPart,
 		newImagesPart,
+		newWeightsPart,
 	}
 }

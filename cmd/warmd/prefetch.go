@@ -16,6 +16,7 @@ func newPrefetchCommand(s cli.IOStreams) *cobra.Command {
 	}
 	cmd.AddCommand(
 		newPrefetchImagesCommand(s),
+		newPrefetchWeightsCommand(s),
 	)
 	return cmd
 }

@@ -27,6 +27,7 @@ var renderers = []struct {
 	{state.SectionConfig, renderConfig},
 	{state.SectionGPU, renderGPU},
 	{state.SectionImages, renderImages},
+	{state.SectionWeights, renderWeights},
 }
 
 // Render writes the whole status.

@@ -60,8 +60,11 @@ type OpenSource func(ctx context.Context, m config.Model) (prefetch.Source, erro
 
 // Options configure an Engine.
 type Options struct {
-	// DataDir is warmd's data dir; weights live in DataDir/weights.
+	// DataDir is warmd's data dir; weights live in DataDir/weights, records in DataDir/state/weights.
 	DataDir string
+	// CacheRoot overrides where weights live (the HF_HUB_CACHE dir); default DataDir/weights.
+	// `warmd prefetch weights s3://… DIR` uses it to fill DIR directly.
+	CacheRoot string
 	// Concurrency is the number of ranged GETs in flight across all files. Default 16.
 	Concurrency int
 	// ChunkSize is the size of one ranged GET. Default 16 MiB.
@@ -153,7 +156,12 @@ func New(opts Options) (*Engine, error) {
 }
 
 // CacheRoot is the Hugging Face cache root (HF_HUB_CACHE) the engine publishes into.
-func (e *Engine) CacheRoot() string { return filepath.Join(e.opts.DataDir, "weights") }
+func (e *Engine) CacheRoot() string {
+	if e.opts.CacheRoot != "" {
+		return e.opts.CacheRoot
+	}
+	return filepath.Join(e.opts.DataDir, "weights")
+}
 
 func (e *Engine) stagingRoot() string { return filepath.Join(e.CacheRoot(), ".staging") }
 func (e *Engine) recordDir() string   { return filepath.Join(e.opts.DataDir, "state", "weights") }
