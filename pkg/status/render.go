@@ -28,6 +28,7 @@ var renderers = []struct {
 	{state.SectionGPU, renderGPU},
 	{state.SectionImages, renderImages},
 	{state.SectionWeights, renderWeights},
+	{state.SectionPhases, renderPhases},
 }
 
 // Render writes the whole status.
