@@ -1,0 +1,113 @@
+package readiness_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/state"
+)
+
+// TestPartFollowsNodeLabels runs the daemon part: a model whose nodeSelector matches a label the
+// node gains gets its label; when the node loses the label the model's label goes away.
+func TestPartFollowsNodeLabels(t *testing.T) {
+	env := kubeenv.Start(t)
+	const name = "readiness-node-part"
+	createNode(t, env.Client, name)
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: name, Models: []config.Model{
+		{Name: "Qwen/Qwen2.5-7B-Instruct", Source: "s3://m/q/"},
+		{Name: "big/model", Source: "s3://m/b/", NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}}},
+	}}
+	cfg.Default()
+	store := state.New(nil)
+	// The daemon's adapter would read the parts' sections; here every wanted model is warm.
+	input := func(_ state.Snapshot, c *config.NodeConfig, wants func(config.Model) bool) readiness.Input {
+		in := readiness.Input{SKU: "h100"}
+		for _, m := range c.Models {
+			in.Models = append(in.Models, readiness.ModelInput{Name: m.Name, Wants: wants(m),
+				Weights: readiness.WeightsFacts{Revision: m.Revision, VerifiedRevision: m.Revision}})
+		}
+		return in
+	}
+	p := readiness.NewPart(daemon.Deps{Config: cfg, Store: store}, env.Client, clock.RealClock{}, input)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("part: %v", err)
+		}
+	}()
+
+	const bigKey = "models.warmd.io/big--model"
+	waitFor(t, "first model's label", func() bool {
+		return getNode(t, env.Client, name).Labels["models.warmd.io/Qwen--Qwen2.5-7B-Instruct"] == "warm"
+	})
+	if _, ok := getNode(t, env.Client, name).Labels[bigKey]; ok {
+		t.Fatal("a model whose selector does not match got a label")
+	}
+	if wanted, known := p.Watcher().Wants(cfg.Models[1]); wanted || !known {
+		t.Errorf("Wants(big/model) = %v, %v before the node label", wanted, known)
+	}
+	setPool := func(v any) {
+		t.Helper()
+		b := []byte(`{"metadata":{"labels":{"pool":` + map[bool]string{true: `"big"`, false: `null`}[v != nil] + `}}}`)
+		if _, err := env.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPool("big")
+	waitFor(t, "selected model's label", func() bool { return getNode(t, env.Client, name).Labels[bigKey] == "warm" })
+	if wanted, _ := p.Watcher().Wants(cfg.Models[1]); !wanted {
+		t.Error("Wants(big/model) false after the node gained pool=big")
+	}
+	setPool(nil)
+	waitFor(t, "deselected model's label removed", func() bool {
+		_, ok := getNode(t, env.Client, name).Labels[bigKey]
+		return !ok
+	})
+	var st readiness.Status
+	waitFor(t, "status section", func() bool {
+		s, ok := store.Get(state.SectionReadiness).(readiness.Status)
+		st = s
+		return ok && s.LastSync != nil && len(s.Models) == 1
+	})
+	if !st.Warm || st.Node != name {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestWriterBatches sets many inputs in a burst: the writer's MinInterval folds them into a few
+// writes, and the Node ends in the last state.
+func TestWriterBatches(t *testing.T) {
+	env := kubeenv.Start(t)
+	const name = "readiness-node-burst"
+	createNode(t, env.Client, name)
+	cs, count := countingClient(t, env.Config)
+	w := readiness.NewWriter(readiness.WriterOptions{NodeName: name, Client: cs, MinInterval: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	const burst = 50
+	for i := range burst {
+		w.SetInput(input(model("Qwen/Qwen2.5-7B-Instruct", i == burst-1)))
+	}
+	waitFor(t, "last state", func() bool { return getNode(t, env.Client, name).Labels["warmd.io/warm"] == "true" })
+	cancel()
+	<-done
+	patches := count.get(http.MethodPatch)
+	t.Logf("%d inputs → %d PATCH requests", burst, patches)
+	if patches >= burst/5 {
+		t.Errorf("%d inputs made %d PATCH requests: not batched", burst, patches)
+	}
+}
