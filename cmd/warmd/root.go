@@ -26,6 +26,7 @@ measures every vLLM startup phase, and publishes what is warm on the Node.`,
 		newVersionCommand(s),
 		newGPUCommand(s),
 		newPhasesCommand(s),
+		newExtenderCommand(s),
 		newPrefetchCommand(s),
 	)
 	return root

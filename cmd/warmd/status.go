@@ -16,6 +16,7 @@ type statusOptions struct {
 	socket  string
 	dataDir string
 	output  string
+	cluster clusterStatusOptions // --cluster: the cluster view (status_cluster.go)
 }
 
 func newStatusCommand(s cli.IOStreams) *cobra.Command {
@@ -27,9 +28,13 @@ func newStatusCommand(s cli.IOStreams) *cobra.Command {
 and each part's progress. -o json|yaml prints the raw /v1/status object for scripts.`,
 		Example: `  warmd status
   warmd status --data-dir /tmp/warmd-demo
-  warmd status -o json | jq .sections.daemon`,
+  warmd status -o json | jq .sections.daemon
+  warmd status --cluster --model Qwen/Qwen2.5-7B-Instruct -o wide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.cluster.enabled {
+				return runStatusCluster(cmd.Context(), s, o.output, o.cluster)
+			}
 			if err := cli.CheckFormat(o.output, "table", "json", "yaml"); err != nil {
 				return err
 			}
@@ -50,6 +55,7 @@ and each part's progress. -o json|yaml prints the raw /v1/status object for scri
 	f := cmd.Flags()
 	f.StringVar(&o.socket, "socket", "", "daemon socket (default <data-dir>/warmd.sock)")
 	f.StringVar(&o.dataDir, "data-dir", config.DefaultDataDir, "the daemon's data dir")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml (with --cluster also wide)")
+	addClusterStatusFlags(f, &o.cluster)
 	return cmd
 }

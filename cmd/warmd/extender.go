@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/metrics"
+)
+
+type extenderOptions struct {
+	kubeconfig   string
+	listen       string
+	filterFailed bool
+	resync       time.Duration
+	logFormat    string
+	logLevel     string
+	grace        time.Duration
+}
+
+func newExtenderCommand(s cli.IOStreams) *cobra.Command {
+	o := extenderOptions{}
+	cmd := &cobra.Command{
+		Use:   "extender",
+		Short: "Run the kube-scheduler extender that prefers the Node a vLLM pod will be ready on soonest",
+		Long: `Run warmd's kube-scheduler extender (a Deployment, see manifests/extender/). It watches Nodes and
+answers the scheduler's POST /filter and /prioritize (nodeCacheCapable or not): a pod that names its
+model (annotation warmd.io/model, or a vLLM container's --model / "vllm serve MODEL") gets each Node
+scored 0–10 by the predicted time-to-ready warmd published there (warmd.io/predicted-ready; fastest =
+10), and with --filter-failed the Nodes where that model failed are filtered out. Pods without a model
+get neutral scores. The same listener serves /metrics (warmd_warm_nodes{model},
+warmd_cluster_fastest_ready_seconds{model}), /healthz and /readyz (ready once Nodes are listed).`,
+		Example: `  # in the cluster (in-cluster config)
+  warmd extender --listen :8888 --filter-failed
+
+  # from a workstation against a test cluster
+  warmd extender --kubeconfig ~/.kube/config --listen 127.0.0.1:8888 --log-format text`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runExtender(cmd.Context(), s, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.StringVar(&o.listen, "listen", ":8888", "address for the extender API, /metrics, /healthz and /readyz")
+	f.BoolVar(&o.filterFailed, "filter-failed", false, "filter out Nodes where the pod's model is failed (models.warmd.io/<model>=failed)")
+	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (0 disables)")
+	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.DurationVar(&o.grace, "grace", 10*time.Second, "how long shutdown may take")
+	return cmd
+}
+
+// kubeRESTConfig loads a kubeconfig the way kubectl does: an explicit path, else $KUBECONFIG or
+// ~/.kube/config, else the in-cluster config.
+func kubeRESTConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w (pass --kubeconfig FILE, set KUBECONFIG, or run in a pod)", err)
+	}
+	return c, nil
+}
+
+func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error {
+	log, err := newLogger(s, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	rc, err := kubeRESTConfig(o.kubeconfig)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --listen address)", o.listen, err)}
+	}
+	reg := metrics.NewRegistry()
+	ix := extender.NewIndex()
+	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, metrics.NewExtender(reg, ix), log)
+	mux := http.NewServeMux()
+	mux.Handle("/", x.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return x.Run(gctx, cs, o.resync) })
+	g.Go(func() error {
+		log.Info("extender listening", "addr", ln.Addr().String(), "filterFailed", o.filterFailed)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve %s: %w", o.listen, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), o.grace)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}

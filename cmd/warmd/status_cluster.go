@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/extender"
+)
+
+// clusterStatusOptions are `warmd status --cluster`'s flags.
+type clusterStatusOptions struct {
+	enabled    bool
+	kubeconfig string
+	model      string
+	sku        string
+}
+
+func addClusterStatusFlags(f *pflag.FlagSet, o *clusterStatusOptions) {
+	f.BoolVar(&o.enabled, "cluster", false, "show every Node × model from the API server (labels and predictions warmd published) instead of this node's daemon")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "with --cluster: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	f.StringVar(&o.model, "model", "", "with --cluster: only this model (id or label-key name)")
+	f.StringVar(&o.sku, "sku", "", "with --cluster: only Nodes of this GPU SKU (warmd.io/gpu.sku)")
+}
+
+// runStatusCluster lists Nodes and prints the cluster view: for each model, the Nodes fastest first.
+func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clusterStatusOptions) error {
+	if err := cli.CheckFormat(output, "table", "wide", "json", "yaml"); err != nil {
+		return err
+	}
+	rc, err := kubeRESTConfig(o.kubeconfig)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	// Nodes warmd never labelled have no rows; the SKU label narrows the list server-side.
+	opts := metav1.ListOptions{}
+	if o.sku != "" {
+		opts.LabelSelector = "warmd.io/gpu.sku=" + o.sku
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, opts)
+	if err != nil {
+		return &cli.ExitError{Code: 3, Err: fmt.Errorf("list Nodes: %w (check --kubeconfig and that you may list nodes)", err)}
+	}
+	rows := extender.ClusterRows(nodes.Items, extender.ClusterFilter{Model: o.model, SKU: o.sku})
+	switch output {
+	case "json", "yaml":
+		if rows == nil {
+			rows = []extender.ClusterRow{}
+		}
+		return cli.PrintObject(s.Out, output, rows)
+	}
+	return extender.RenderCluster(s.Out, rows, output == "wide")
+}
