@@ -8,5 +8,6 @@ func parts() []daemon.PartFactory {
 		newGPUPart,
 		newImagesPart,
 		newWeightsPart,
+		newCachePart,
 	}
 }

@@ -28,6 +28,7 @@ measures every vLLM startup phase, and publishes what is warm on the Node.`,
 		newPhasesCommand(s),
 		newExtenderCommand(s),
 		newPrefetchCommand(s),
+		newCacheCommand(s),
 	)
 	return root
 }

@@ -38,8 +38,8 @@ func (m *Manager) ReportStart(r StartReport) StartVerdict {
 	hash := ""
 	if r.CacheDir != "" {
 		el := strings.Split(strings.TrimRight(r.CacheDir, "/"), "/")
-		hash = el[len(el)-1]
-		m.MarkUsed(ComponentVLLM+"/"+cacheDirPrefix(el), r.Time)
+		hash = cacheHash(el)
+		m.markHashUsed(hash, r.Time)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -80,16 +80,38 @@ func (m *Manager) ReportStart(r StartReport) StartVerdict {
 	return v
 }
 
-// cacheDirPrefix turns the elements of a logged cache dir into the path under VLLM_CACHE_ROOT:
-// ".../torch_compile_cache/<hash>[/...]" becomes "torch_compile_cache/<hash>".
-func cacheDirPrefix(el []string) string {
+// cacheHash picks the <hash> element out of a logged cache dir
+// (".../torch_compile_cache/<hash>[/rank_0_0/…]", or ".../torch_aot_compile/<hash>/…").
+func cacheHash(el []string) string {
 	for i, e := range el {
-		if e == "torch_compile_cache" && i+1 < len(el) {
-			if el[i+1] == "torch_aot_compile" && i+2 < len(el) {
-				return strings.Join(el[i:i+3], "/")
-			}
-			return strings.Join(el[i:i+2], "/")
+		if (e == "torch_compile_cache" || e == "torch_aot_compile") && i+1 < len(el) && el[i+1] != "torch_aot_compile" {
+			return el[i+1]
 		}
 	}
-	return "torch_compile_cache/" + el[len(el)-1]
+	return el[len(el)-1]
+}
+
+// markHashUsed marks the bundles holding a vLLM cache hash dir as used at t, wherever under the
+// vllm tree (shared root or a per-model root) the dir lives.
+func (m *Manager) markHashUsed(hash string, t time.Time) {
+	m.mu.Lock()
+	var prefixes []string
+	for _, r := range m.records {
+		if !r.Live() || r.Manifest.Component != ComponentVLLM {
+			continue
+		}
+		if slices.Contains(r.Manifest.Versions["vllm-cache-hash"], hash) || slices.Contains(r.Manifest.Versions["vllm-aot-hash"], hash) {
+			for _, e := range r.Manifest.Entries {
+				el := strings.Split(e.Path, "/")
+				if i := slices.Index(el, hash); i >= 0 {
+					prefixes = append(prefixes, ComponentVLLM+"/"+strings.Join(el[:i+1], "/"))
+				}
+			}
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(prefixes)
+	for _, p := range slices.Compact(prefixes) {
+		m.MarkUsed(p, t)
+	}
 }

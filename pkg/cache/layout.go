@@ -124,11 +124,39 @@ type EnvVar struct {
 // of the vllm component. The inductor and triton variables still matter: vLLM with
 // VLLM_DISABLE_COMPILE_CACHE=1, other torch.compile users in the pod, and kernels Triton builds outside
 // vLLM's compile (custom ops, sampling kernels) write there. Both shapes are captured.
-func PodEnv(mount string) []EnvVar {
+//
+// With a model name, VLLM_CACHE_ROOT gets a per-model subdir (vllm/models/<slug>): vLLM's hash dirs
+// already keep models apart, but a per-model root lets the daemon see which model's tree a running
+// pod uses (InUse) and evict other models' trees first. Triton, Inductor and FlashInfer stay shared:
+// their entries are per kernel, and models reuse each other's kernels.
+func PodEnv(mount, model string) []EnvVar {
+	vllm := mount + "/" + ComponentVLLM
+	if model != "" {
+		vllm += "/models/" + ModelSlug(model)
+	}
 	return []EnvVar{
-		{"VLLM_CACHE_ROOT", mount + "/" + ComponentVLLM, "vLLM torch.compile cache (torch_compile_cache/<hash>/…; also holds the Inductor/Triton files vLLM redirects there)"},
+		{"VLLM_CACHE_ROOT", vllm, "vLLM torch.compile cache (torch_compile_cache/<hash>/…; also holds the Inductor/Triton files vLLM redirects there)"},
 		{"TORCHINDUCTOR_CACHE_DIR", mount + "/" + ComponentInductor, "Inductor FX/AOTAutograd caches outside vLLM's own tree"},
 		{"TRITON_CACHE_DIR", mount + "/" + ComponentTriton, "Triton kernels outside vLLM's own tree"},
 		{"FLASHINFER_WORKSPACE_BASE", mount + "/" + ComponentFlashInfer, "FlashInfer JIT: <base>/.cache/flashinfer/<version>/<arch>/cached_ops/<op>/<op>.so"},
 	}
+}
+
+// ModelSlug turns a model name ("Qwen/Qwen2.5-7B-Instruct") into a path element
+// ("qwen--qwen2.5-7b-instruct"): lowercase, "/" as "--", anything else unsafe as "-".
+func ModelSlug(model string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.ReplaceAll(model, "/", "--")) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), ".-")
+	if s == "" {
+		s = "model"
+	}
+	return s
 }

@@ -28,6 +28,7 @@ var renderers = []struct {
 	{state.SectionGPU, renderGPU},
 	{state.SectionImages, renderImages},
 	{state.SectionWeights, renderWeights},
+	{state.SectionCache, renderCache},
 	{state.SectionPhases, renderPhases},
 }
 

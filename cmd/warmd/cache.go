@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+
+	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/state"
+)
+
+// newCachePart is the compile-cache part's factory. Its SKU comes from the gpu part's published
+// section, so caches start once NVML identified a cacheable SKU and follow it if it changes.
+func newCachePart(d daemon.Deps) (daemon.Part, error) {
+	p, err := cache.NewPart(d, cache.PartOptions{SKU: func() string {
+		if st, ok := d.Store.Get(state.SectionGPU).(nvml.Status); ok && st.Cacheable {
+			return st.Inventory.SKU
+		}
+		return ""
+	}})
+	if p == nil || err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+type cacheOptions struct {
+	dataDir    string
+	sku        string
+	configPath string
+}
+
+func (o *cacheOptions) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", config.DefaultDataDir, "the daemon's data dir")
+	f.StringVar(&o.sku, "sku", "", "SKU key of the tree (default: the one the daemon linked as compile-cache/node)")
+}
+
+// manager opens the SKU tree the options name, for commands that work on the node's files.
+func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log *slog.Logger) (*cache.Manager, error) {
+	sku := o.sku
+	if sku == "" {
+		link := filepath.Join(o.dataDir, "compile-cache", cache.NodeLink)
+		t, err := os.Readlink(link)
+		if err != nil {
+			return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("no --sku given and %s is not set (%v): run the daemon once on this node or pass --sku (see `warmd gpu`)", link, err)}
+		}
+		sku = t
+	}
+	return cache.NewManager(cache.Options{DataDir: o.dataDir, SKU: sku, Store: store, Bucket: bucket, Prefix: prefix,
+		Node: os.Getenv("NODE_NAME"), Sync: true, Log: log})
+}
+
+func newCacheCommand(s cli.IOStreams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "Compile caches per GPU SKU: pod settings, listing, export/import, push/pull",
+		Long: `warmd keeps the torch.compile, Inductor, Triton and FlashInfer JIT caches of each GPU SKU under
+<data-dir>/compile-cache/<sku-key>/ and shares them through S3 (compileCache.remote).
+Pods use them by mounting <data-dir>/compile-cache/node (see 'warmd cache env').`,
+	}
+	cmd.AddCommand(newCacheEnvCommand(s), newCacheLsCommand(s), newCacheExportCommand(s), newCacheImportCommand(s),
+		newCacheSyncCommand(s, "push"), newCacheSyncCommand(s, "pull"))
+	return cmd
+}
+
+// podCacheSettings is what `warmd cache env` prints: the pieces of a pod spec.
+type podCacheSettings struct {
+	Env          []corev1.EnvVar      `json:"env"`
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts"`
+	Volumes      []corev1.Volume      `json:"volumes"`
+}
+
+func newCacheEnvCommand(s cli.IOStreams) *cobra.Command {
+	var dataDir, model, output string
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "Print the env vars and volume a vLLM pod needs to use the node's compile caches",
+		Long: `Print the container env vars and the volume/volumeMount that point a vLLM pod's caches into the
+node's SKU tree: VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR and
+FLASHINFER_WORKSPACE_BASE under ` + cache.PodMountPath + `, mounted from the hostPath
+<data-dir>/compile-cache/node, a link the daemon points at the node's own SKU tree (so one Deployment
+works on nodes of every SKU). With --model, vLLM's root is per model, so eviction can tell which
+model's tree a running pod uses. Paste the output into the container and pod spec.`,
+		Example: `  warmd cache env
+  warmd cache env --model Qwen/Qwen2.5-7B-Instruct
+  warmd cache env -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := cli.CheckFormat(output, "yaml", "json"); err != nil {
+				return err
+			}
+			var st podCacheSettings
+			for _, e := range cache.PodEnv(cache.PodMountPath, model) {
+				st.Env = append(st.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+			}
+			st.VolumeMounts = []corev1.VolumeMount{{Name: "warmd-compile-cache", MountPath: cache.PodMountPath}}
+			dir := corev1.HostPathDirectory
+			st.Volumes = []corev1.Volume{{Name: "warmd-compile-cache", VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(dataDir, "compile-cache", cache.NodeLink), Type: &dir}}}}
+			if output == "yaml" {
+				fmt.Fprintln(s.Out, "# warmd compile caches: env and volumeMounts go in the vLLM container, volumes in the pod spec.")
+				for _, e := range cache.PodEnv(cache.PodMountPath, model) {
+					fmt.Fprintf(s.Out, "# %s: %s\n", e.Name, e.Why)
+				}
+			}
+			return cli.PrintObject(s.Out, output, st)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", config.DefaultDataDir, "the daemon's data dir on the nodes")
+	f.StringVar(&model, "model", "", "model name (as vLLM's --model) for a per-model vLLM cache root")
+	f.StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	return cmd
+}
+
+func newCacheLsCommand(s cli.IOStreams) *cobra.Command {
+	var o cacheOptions
+	var output string
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the bundles the node's SKU tree holds",
+		Long: `List the compile-cache bundles recorded for the node's SKU tree: component, files, bytes, where
+each came from (captured here, restored from the bucket, imported), when a pod last used it, and
+whether it is uploaded or evicted. It reads the data dir; the daemon need not run.`,
+		Example: `  warmd cache ls
+  warmd cache ls --sku nvidia-h100-80gb-hbm3.sm90.cuda12.8.drv570-1a2b3c4d -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if err := cli.CheckFormat(output, "table", "json", "yaml"); err != nil {
+				return err
+			}
+			m, err := o.manager(nil, "", "", nil)
+			if err != nil {
+				return err
+			}
+			recs := m.Records()
+			slices.SortFunc(recs, func(a, b cache.Record) int { return b.LastUsed.Compare(a.LastUsed) })
+			if output != "table" {
+				return cli.PrintObject(s.Out, output, recs)
+			}
+			st := cache.Snapshot(m, "", "")
+			fmt.Fprintf(s.Out, "SKU %s: %s in %s, %d bundles\n", st.SKU, cacheBytes(st.Bytes), st.Root, st.BundlesLocal)
+			tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BUNDLE\tCOMPONENT\tFILES\tBYTES\tORIGIN\tLAST USED\tSTATE\tVERSIONS")
+			for _, r := range recs {
+				state := "local"
+				switch {
+				case !r.Live():
+					state = "evicted"
+				case r.Uploaded:
+					state = "shared"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.SHA256[:12], r.Manifest.Component, len(r.Manifest.Entries),
+					cacheBytes(r.Manifest.Bytes), r.Origin, r.LastUsed.Format(time.RFC3339), state, versionsText(r.Manifest.Versions))
+			}
+			return tw.Flush()
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	return cmd
+}
+
+func newCacheExportCommand(s cli.IOStreams) *cobra.Command {
+	var o cacheOptions
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export --out DIR",
+		Short: "Write the node's compile caches as bundle files (for air-gapped clusters)",
+		Long: `Pack every complete file of the node's SKU tree into content-addressed bundle files under
+DIR/<sku>/<component>/<sha256>.tar.zst. Copy them to a node of the same SKU in the other cluster and
+run 'warmd cache import'.`,
+		Example: `  warmd cache export --out /mnt/usb/warmd-caches`,
+		Args:    cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			if out == "" {
+				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--out is required: the dir to write bundle files to")}
+			}
+			m, err := o.manager(nil, "", "", nil)
+			if err != nil {
+				return err
+			}
+			files, err := m.Export(out)
+			for _, f := range files {
+				fmt.Fprintln(s.Out, f)
+			}
+			return err
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().StringVar(&out, "out", "", "dir to write bundle files to")
+	return cmd
+}
+
+func newCacheImportCommand(s cli.IOStreams) *cobra.Command {
+	var o cacheOptions
+	var component string
+	cmd := &cobra.Command{
+		Use:   "import FILE...",
+		Short: "Restore bundle files made by 'warmd cache export' into the node's SKU tree",
+		Long: `Verify and extract bundle files into the node's SKU tree with the same checks as a restore from
+the bucket: a bundle built on another SKU is refused (its kernels would not load here), and paths
+escaping the tree, links, device files, oversized or corrupt bundles are rejected. The component is
+taken from each file's parent dir (as export lays them out) unless --component is given.`,
+		Example: `  warmd cache import /mnt/usb/warmd-caches/*/*/*.tar.zst`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			m, err := o.manager(nil, "", "", nil)
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for _, f := range args {
+				rec, err := m.Import(f, component)
+				if err != nil {
+					fmt.Fprintf(s.ErrOut, "%v\n", err)
+					failed++
+					continue
+				}
+				fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", rec.SHA256[:12], rec.Manifest.Component, len(rec.Manifest.Entries))
+			}
+			if failed > 0 {
+				return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d of %d bundles not imported", failed, len(args))}
+			}
+			return nil
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().StringVar(&component, "component", "", "component of every file (vllm, inductor, triton, flashinfer)")
+	return cmd
+}
+
+// newCacheSyncCommand is push (capture + upload) or pull (restore) once, outside the daemon: for
+// seeding a bucket from a node that compiled, and for benchmarks.
+func newCacheSyncCommand(s cli.IOStreams, dir string) *cobra.Command {
+	var o cacheOptions
+	short := map[string]string{"push": "Capture the node's new compile-cache files and upload them to the bucket once",
+		"pull": "Restore the SKU's bundles from the bucket once"}[dir]
+	cmd := &cobra.Command{
+		Use:   dir + " --config FILE",
+		Short: short,
+		Long: short + `. The bucket and S3 settings come from the config file (compileCache.remote, s3);
+credentials from the default AWS chain. The daemon does this continuously; use this to seed a bucket
+or to check access.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(o.configPath)
+			if err != nil {
+				return &cli.ExitError{Code: 2, Err: err}
+			}
+			if cfg.CompileCache.Remote == "" {
+				return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s sets no compileCache.remote: set it to s3://bucket/prefix", o.configPath)}
+			}
+			if !cmd.Flags().Changed("data-dir") {
+				o.dataDir = cfg.DataDir
+			}
+			bucket, prefix, err := config.ParseS3URL(cfg.CompileCache.Remote)
+			if err != nil {
+				return &cli.ExitError{Code: 2, Err: err}
+			}
+			ctx := cmd.Context()
+			store, err := objstore.NewS3(ctx, cfg.S3, objstore.Options{MaxConns: 32})
+			if err != nil {
+				return err
+			}
+			m, err := o.manager(store, bucket, prefix, nil)
+			if err != nil {
+				return err
+			}
+			return runSync(ctx, s, m, dir)
+		},
+	}
+	o.flags(cmd)
+	cmd.Flags().StringVar(&o.configPath, "config", "", "NodeConfig file with s3 and compileCache.remote")
+	return cmd
+}
+
+func runSync(ctx context.Context, s cli.IOStreams, m *cache.Manager, dir string) error {
+	start := time.Now()
+	if dir == "push" {
+		res, err := m.Capture(ctx)
+		if err != nil {
+			return err
+		}
+		n, err := m.Upload(ctx)
+		fmt.Fprintf(s.Out, "captured %d bundles (%d files not complete yet), uploaded %d in %.2fs\n", len(res.Bundles), res.Pending, n, time.Since(start).Seconds())
+		return err
+	}
+	res, err := m.Restore(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "restored %d of %d bundles in %.2fs\n", len(res.Restored), res.Remote, time.Since(start).Seconds())
+	for _, r := range res.Refused {
+		fmt.Fprintf(s.ErrOut, "refused: %s\n", r)
+	}
+	if len(res.Refused) > 0 {
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(res.Refused))}
+	}
+	return nil
+}
+
+func versionsText(v map[string][]string) string {
+	var out []string
+	for _, k := range []string{"flashinfer", "flashinfer-arch", "vllm-cache-hash", "vllm-aot-hash"} {
+		for _, x := range v[k] {
+			out = append(out, k+"="+x)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	if len(out) > 3 {
+		out = append(out[:3], "…")
+	}
+	return fmt.Sprint(out)
+}
+
+func cacheBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

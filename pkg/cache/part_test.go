@@ -1,0 +1,115 @@
+package cache
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/state"
+)
+
+func newTestPart(t *testing.T, store objstore.Store, sku func() string) (*Part, *state.Store, *metrics.Metrics, string) {
+	t.Helper()
+	cfg := &config.NodeConfig{DataDir: t.TempDir(), NodeName: "n1"}
+	cfg.CompileCache.Remote = "s3://cache-part/warmd"
+	cfg.CompileCache.QuietPeriod = metav1.Duration{Duration: 50 * time.Millisecond}
+	st := state.New(nil)
+	m := metrics.New(metrics.NewRegistry())
+	p, err := NewPart(daemon.Deps{Config: cfg, Store: st, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		PartOptions{SKU: sku, Store: store, Tick: 20 * time.Millisecond, RestoreInterval: time.Hour})
+	if err != nil || p == nil {
+		t.Fatalf("NewPart: %v", err)
+	}
+	return p, st, m, cfg.DataDir
+}
+
+// waitStatus polls the published section until ok accepts it (bounded; no timing is asserted).
+func waitStatus(t *testing.T, st *state.Store, what string, ok func(Status) bool) Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, _ := st.Get(state.SectionCache).(Status)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last status %+v", what, s)
+		}
+		select {
+		case <-st.Changed():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestPartCapturesUploadsAndReports runs the daemon part: it waits for a cacheable SKU, restores,
+// watches, captures what a "pod" writes after the quiet period, uploads it, and publishes status and
+// metrics; a second node's part restores it at start.
+func TestPartCapturesUploadsAndReports(t *testing.T) {
+	store := objstore.NewMemory()
+	var mu sync.Mutex
+	sku := ""
+	p, st, m, dataDir := newTestPart(t, store, func() string { mu.Lock(); defer mu.Unlock(); return sku })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	waitStatus(t, st, "waiting without a SKU", func(s Status) bool { return s.State == "waiting" })
+	mu.Lock()
+	sku = skuA
+	mu.Unlock()
+	waitStatus(t, st, "ready once the SKU is known", func(s Status) bool { return s.State == "ready" })
+
+	// A pod compiles a FlashInfer op into the tree (through the node link, as a pod's mount does).
+	op := filepath.Join(dataDir, "compile-cache", NodeLink, "flashinfer/.cache/flashinfer/0.4.1/90a/cached_ops/op")
+	os.MkdirAll(op, 0o755)
+	os.WriteFile(filepath.Join(op, "op.so"), make([]byte, 300<<10), 0o755)
+	s := waitStatus(t, st, "capture and upload", func(s Status) bool { return s.Uploaded >= 1 })
+	if s.SKU != skuA || s.BundlesLocal != 1 || s.Components[3].Name != ComponentFlashInfer || s.Components[3].Files != 1 {
+		t.Fatalf("status after capture: %+v", s)
+	}
+	if got := testutil.ToFloat64(m.Cache.Bundles.WithLabelValues("uploaded")); got != 1 {
+		t.Fatalf("uploaded bundles metric = %v", got)
+	}
+	if got := testutil.ToFloat64(m.Cache.Bytes.WithLabelValues(ComponentFlashInfer)); got != 300<<10 {
+		t.Fatalf("flashinfer bytes metric = %v", got)
+	}
+	v := p.ReportStart(StartReport{Time: time.Now(), Compiled: false})
+	if !v.Hit || testutil.ToFloat64(m.Cache.Starts.WithLabelValues("hit")) != 1 {
+		t.Fatalf("start verdict %+v", v)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Another node of the same SKU restores the bundle at start.
+	p2, st2, _, dataDir2 := newTestPart(t, store, func() string { return skuA })
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go p2.Run(ctx2)
+	waitStatus(t, st2, "restore on the second node", func(s Status) bool { return s.Restored == 1 && s.State == "ready" })
+	if b, err := os.ReadFile(filepath.Join(dataDir2, "compile-cache", skuA, "flashinfer/.cache/flashinfer/0.4.1/90a/cached_ops/op/op.so")); err != nil || len(b) != 300<<10 {
+		t.Fatalf("second node's restored op.so: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestPartDisabled(t *testing.T) {
+	cfg := &config.NodeConfig{DataDir: t.TempDir()}
+	cfg.CompileCache.Disabled = true
+	p, err := NewPart(daemon.Deps{Config: cfg}, PartOptions{SKU: func() string { return skuA }})
+	if p != nil || err != nil {
+		t.Fatalf("disabled: part %v, err %v", p, err)
+	}
+}
