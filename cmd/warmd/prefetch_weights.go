@@ -180,7 +180,7 @@ func adhocConfig(o prefetchWeightsOptions, source, dir string) (*config.NodeConf
 	if name == "" {
 		name = "local/" + path.Base(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(source, "s3://"), "file://"), "/"))
 	}
-	cfg := &config.NodeConfig{DataDir: filepath.Join(abs, ".warmd"),
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, DataDir: filepath.Join(abs, ".warmd"),
 		S3:     config.S3{Endpoint: o.endpoint, Region: o.region, Profile: o.profile},
 		Models: []config.Model{{Name: name, Source: source, Revision: o.revision, SHA256Manifest: o.manifest}}}
 	if o.endpoint != "" {
@@ -244,16 +244,19 @@ type weightsProgress struct {
 	mode string
 	s    cli.IOStreams
 	p    *mpb.Progress
-	mu   sync.Mutex
+	mu   sync.Mutex // guards bars and said
 	bars map[string]*mpb.Bar
-	last map[string]prefetch.ModelStatus
 	said map[string]time.Time
+	// lastMu guards last separately: mpb's render goroutine reads it through the decorators while
+	// report may be waiting on that goroutine.
+	lastMu sync.Mutex
+	last   map[string]prefetch.ModelStatus
 }
 
 func newWeightsProgress(ctx context.Context, s cli.IOStreams, mode string) *weightsProgress {
 	wp := &weightsProgress{mode: mode, s: s, bars: map[string]*mpb.Bar{}, last: map[string]prefetch.ModelStatus{}, said: map[string]time.Time{}}
 	if mode == "bars" {
-		wp.p = mpb.NewWithContext(ctx, mpb.WithOutput(s.ErrOut), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond))
+		wp.p = mpb.NewWithContext(ctx, mpb.WithOutput(s.ErrOut), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())
 	}
 	return wp
 }
@@ -261,8 +264,10 @@ func newWeightsProgress(ctx context.Context, s cli.IOStreams, mode string) *weig
 func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
+	wp.lastMu.Lock()
 	prev := wp.last[st.Model]
 	wp.last[st.Model] = st
+	wp.lastMu.Unlock()
 	switch wp.mode {
 	case "bars":
 		b, ok := wp.bars[st.Model]
@@ -275,7 +280,7 @@ func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 				mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.Any(func(decor.Statistics) string { return wp.stateOf(name) }, decor.WCSyncSpaceR)),
 				mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace),
 					decor.Any(func(decor.Statistics) string { return wp.rateOf(name) }, decor.WCSyncSpace)),
-				mpb.BarRemoveOnComplete())
+			)
 			wp.bars[st.Model] = b
 		}
 		if st.BytesTotal > 0 {
@@ -286,7 +291,7 @@ func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 			b.SetTotal(-1, true)
 		}
 	case "plain":
-		if st.State != prev.State || time.Since(wp.said[st.Model]) > 5*time.Second {
+		if st.State != prev.State || time.Since(wp.said[st.Model]) > 2*time.Second {
 			wp.said[st.Model] = time.Now()
 			fmt.Fprintf(wp.s.ErrOut, "%s: %s %s\n", st.Model, st.State, progressLine(st))
 		}
@@ -294,19 +299,19 @@ func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 }
 
 func (wp *weightsProgress) stateOf(name string) string {
-	wp.mu.Lock()
-	defer wp.mu.Unlock()
+	wp.lastMu.Lock()
+	defer wp.lastMu.Unlock()
 	return string(wp.last[name].State)
 }
 
 func (wp *weightsProgress) rateOf(name string) string {
-	wp.mu.Lock()
-	defer wp.mu.Unlock()
+	wp.lastMu.Lock()
+	defer wp.lastMu.Unlock()
 	st := wp.last[name]
 	if st.BytesPerSecond <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.2f GB/s ETA %s", st.BytesPerSecond/1e9, (time.Duration(st.ETASeconds) * time.Second).String())
+	return rateStr(st.BytesPerSecond) + " ETA " + (time.Duration(st.ETASeconds) * time.Second).String()
 }
 
 func (wp *weightsProgress) finish() {
@@ -318,7 +323,7 @@ func (wp *weightsProgress) finish() {
 func progressLine(st prefetch.ModelStatus) string {
 	line := fmt.Sprintf("%s / %s", humanBytes(st.BytesDone), humanBytes(st.BytesTotal))
 	if st.BytesPerSecond > 0 {
-		line += fmt.Sprintf(", %.2f GB/s, ETA %s", st.BytesPerSecond/1e9, (time.Duration(st.ETASeconds) * time.Second).String())
+		line += fmt.Sprintf(", %s, ETA %s", rateStr(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
 	}
 	if st.Reason != "" {
 		line += ": " + st.Reason
@@ -379,4 +384,11 @@ func verifiedSummary(files []prefetch.FileVerification) string {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[m], m))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func rateStr(bps float64) string {
+	if bps >= 1e9 {
+		return fmt.Sprintf("%.2f GB/s", bps/1e9)
+	}
+	return fmt.Sprintf("%.0f MB/s", bps/1e6)
 }
