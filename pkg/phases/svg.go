@@ -57,18 +57,23 @@ func WriteSVG(w io.Writer, rs []Result) error {
 		fmt.Fprintf(&g, `<rect x="%d" y="%d" width="170" height="18" rx="4" fill="%s"/>`+"\n", svgWidth-svgRightW-170, y+1, cacheColour(r.CompileCache))
 		fmt.Fprintf(&g, `<text x="%d" y="%d" class="badge">compile cache: %s</text>`+"\n", svgWidth-svgRightW-85, y+14, esc(strings.ToUpper(string(r.CompileCache))))
 		y += 26
+		if r.TotalSeconds != nil { // behind the bars and their labels
+			fmt.Fprintf(&g, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="total"/>`+"\n", x(*r.TotalSeconds), y, x(*r.TotalSeconds), y+len(r.Phases)*svgRowH)
+		}
 		for _, p := range r.Phases {
 			fmt.Fprintf(&g, `<text x="%d" y="%d" class="label">%s</text>`+"\n", svgLabelW-8, y+15, esc(Labels[p.Name]))
 			pieces := p.pieces
 			if len(pieces) == 0 { // a Result read back from JSON
 				pieces = [][2]float64{{p.Start, p.Start + p.Seconds}}
 			}
-			end := 0.0
-			for _, pc := range pieces {
+			end := 0.0 // the label goes after the first piece: later pieces are short tails
+			for i, pc := range pieces {
 				wd := math.Max(x(pc[1])-x(pc[0]), 1)
 				fmt.Fprintf(&g, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s: %.1f s</title></rect>`+"\n",
 					x(pc[0]), y+3, wd, svgRowH-6, phaseColour[p.Name], esc(Labels[p.Name]), pc[1]-pc[0])
-				end = math.Max(end, x(pc[0])+wd)
+				if i == 0 {
+					end = x(pc[0]) + wd
+				}
 			}
 			note := fmt.Sprintf("%.1f s", p.Seconds)
 			if p.Name == PhaseTorchCompile {
@@ -82,7 +87,6 @@ func WriteSVG(w io.Writer, rs []Result) error {
 			y += svgRowH
 		}
 		if r.TotalSeconds != nil {
-			fmt.Fprintf(&g, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" class="total"/>`+"\n", x(*r.TotalSeconds), y-len(r.Phases)*svgRowH, x(*r.TotalSeconds), y)
 			fmt.Fprintf(&g, `<text x="%.1f" y="%d" class="val">total %.1f s</text>`+"\n", x(*r.TotalSeconds)+4, y+12, *r.TotalSeconds)
 			y += 14
 		}
@@ -99,7 +103,7 @@ func WriteSVG(w io.Writer, rs []Result) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", svgWidth, height, svgWidth, height)
 	b.WriteString(`<style>text{font-family:sans-serif;font-size:12px;fill:#222}.title{font-weight:bold;font-size:13px}` +
 		`.label{text-anchor:end}.badge{text-anchor:middle;fill:#fff;font-weight:bold}.val{fill:#444}.err{fill:#b00}` +
-		`.grid{stroke:#ddd}.total{stroke:#000;stroke-dasharray:4 3}.tick{text-anchor:middle;fill:#666}</style>` + "\n")
+		`.grid{stroke:#ddd}.total{stroke:#888;stroke-dasharray:4 3}.tick{text-anchor:middle;fill:#666}</style>` + "\n")
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", svgWidth, height)
 	for t := 0.0; t <= axisEnd+1e-9; t += step {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%d" class="grid"/>`+"\n", x(t), x(t), axisY)
