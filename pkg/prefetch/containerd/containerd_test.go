@@ -144,6 +144,26 @@ func TestBackend(t *testing.T) {
 				}
 			})
 
+			t.Run("a registry mirror from a hosts.toml dir", func(t *testing.T) {
+				img := reg.PushRandom(t, "warmd-img/mirrored:v1", 64<<10, 2)
+				hosts := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(hosts, "warmd-mirror.test"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				toml := "server = \"http://" + reg.Host + "\"\n[host.\"http://" + reg.Host + "\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+				if err := os.WriteFile(filepath.Join(hosts, "warmd-mirror.test", "hosts.toml"), []byte(toml), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				mb := newBackend(t, socket, oci.Registry{HostsDir: hosts})
+				r, _ := pull(t, mb, "warmd-mirror.test/warmd-img/mirrored:v1")
+				if r.Target.Digest.String() != imagetest.Digest(t, img) {
+					t.Errorf("mirror served %s, want %s", r.Target.Digest, imagetest.Digest(t, img))
+				}
+				if l, err := mb.Lookup(t.Context(), "warmd-mirror.test/warmd-img/mirrored:v1"); err != nil || !l.Unpacked || !l.Pinned {
+					t.Errorf("mirrored image: %+v, %v", l, err)
+				}
+			})
+
 			t.Run("remove deletes every ref, including the CRI's", func(t *testing.T) {
 				img := reg.PushRandom(t, "warmd-img/removed:v1", 128<<10, 2)
 				r, _ := pull(t, b, reg.Ref("warmd-img/removed:v1"))
