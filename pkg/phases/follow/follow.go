@@ -68,6 +68,8 @@ type Follower struct {
 	streams map[string]*stream
 	watched map[string]bool
 	problem string
+	// published summarises the last published status, to publish only changes.
+	published string
 }
 
 var logName = regexp.MustCompile(`^(\d+)\.log$`)
@@ -155,8 +157,10 @@ func (f *Follower) Run(ctx context.Context) error {
 		case ev := <-events:
 			if ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {
 				if s := f.streamAt(ev.Name); s != nil {
-					f.pollStream(s)
-					f.publish()
+					if !s.done {
+						f.pollStream(s)
+						f.publish()
+					}
 					continue
 				}
 			}

@@ -136,7 +136,8 @@ func (f *Follower) observe(rec phases.Record) {
 	}
 }
 
-// publish replaces the phases status section.
+// publish replaces the phases status section when it changed: log writes arrive many times a second,
+// and every Publish wakes every reader of the store.
 func (f *Follower) publish() {
 	if f.opts.Store == nil {
 		return
@@ -147,6 +148,16 @@ func (f *Follower) publish() {
 			st.Following++
 		}
 	}
+	f.mu.Lock()
+	sig := fmt.Sprintf("%d/%d/%s", len(f.records), st.Following, f.problem)
+	if len(f.records) > 0 {
+		sig += "/" + f.records[len(f.records)-1].Key()
+	}
+	f.mu.Unlock()
+	if sig == f.published {
+		return
+	}
+	f.published = sig
 	recs := f.Records()
 	slices.Reverse(recs)
 	st.Records = recs
