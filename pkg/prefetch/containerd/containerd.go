@@ -315,15 +315,34 @@ func (b *Backend) remove(ctx context.Context, img images.Image) error {
 		return err
 	}
 	del := []images.Image{img}
-	if len(foreign) == 0 && len(ours) <= 1 {
+	whole := len(foreign) == 0 && len(ours) <= 1
+	if whole {
 		del = append(del, aliases...)
 	}
+	if err := b.deleteAll(ctx, del); err != nil {
+		return err
+	}
+	if !whole {
+		return nil
+	}
+	// The CRI adds its aliases asynchronously after it sees an image; one created while we deleted
+	// would keep the content alive, so look once more.
+	_, late, _, err := b.refs(ctx, img)
+	if err != nil {
+		return err
+	}
+	return b.deleteAll(ctx, late)
+}
+
+// deleteAll deletes the named images, the last one synchronously so content and snapshots are
+// collected before returning.
+func (b *Backend) deleteAll(ctx context.Context, del []images.Image) error {
 	is := b.client.ImageService()
 	var errs []error
 	for i, o := range del {
 		var opts []images.DeleteOpt
 		if i == len(del)-1 {
-			opts = append(opts, images.SynchronousDelete()) // collect content and snapshots now
+			opts = append(opts, images.SynchronousDelete())
 		}
 		if err := is.Delete(ctx, o.Name, opts...); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s: %w", o.Name, err))

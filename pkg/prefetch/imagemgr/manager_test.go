@@ -41,6 +41,13 @@ var backends = []backend{
 	{"embedded", "embedded", func(t *testing.T, c *config.NodeConfig) { c.Containerd.Backend = "embedded" }},
 }
 
+// track removes everything reg served from a shared daemon when the test ends.
+func track(t *testing.T, cfg *config.NodeConfig, reg *imagetest.Registry) {
+	if cfg.Containerd.Backend == "containerd" {
+		imagetest.CleanupDaemon(t, cfg.Containerd.Address, reg)
+	}
+}
+
 func newConfig(t *testing.T, b backend, mut func(*config.NodeConfig)) *config.NodeConfig {
 	t.Helper()
 	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: "n1", DataDir: t.TempDir()}
@@ -148,6 +155,7 @@ func TestManager(t *testing.T) {
 					}
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/extra:v1")}}
 				})
+				track(t, cfg, reg)
 				h := start(t, cfg, imagemgr.Options{Wants: func(m config.Model) bool { return m.Name == "org/wanted" }})
 				st := h.waitFor(t, "both images ready", func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/served:v1"), "")(s) && ready(reg.Ref("warmd-mgr/extra:v1"), "")(s)
@@ -179,6 +187,7 @@ func TestManager(t *testing.T) {
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/moving:latest")}, {Ref: byDigest}}
 					c.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 				})
+				track(t, cfg, reg)
 				h := start(t, cfg, imagemgr.Options{})
 				h.waitFor(t, "v1 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))
 				h.waitFor(t, "digest ref ready", ready(byDigest, imagetest.Digest(t, pinned)))
@@ -232,6 +241,7 @@ func TestManager(t *testing.T) {
 				cfg := newConfig(t, b, func(c *config.NodeConfig) {
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/leaving:v1")}, {Ref: reg.Ref("warmd-mgr/staying:v1")}}
 				})
+				track(t, cfg, reg)
 				h := start(t, cfg, imagemgr.Options{})
 				st := h.waitFor(t, "ready", func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/leaving:v1"), "")(s) && ready(reg.Ref("warmd-mgr/staying:v1"), "")(s)

@@ -34,6 +34,7 @@ type Registry struct {
 
 	mu       sync.Mutex
 	corrupt  map[string]bool // blob digests served with a flipped first byte
+	pushed   []string        // manifest and index digests pushed, for cleanup
 	gate     chan struct{}   // non-nil: blob GETs wait for it to close
 	entered  chan struct{}   // closed at the first gated blob GET
 	enterOne sync.Once
@@ -161,6 +162,7 @@ func (r *Registry) Push(t testing.TB, repoTag string, img v1.Image) {
 	if err := remote.Write(ref, img, r.auth()); err != nil {
 		t.Fatalf("push %s: %v", ref, err)
 	}
+	r.record(t, img)
 }
 
 // PushIndex pushes an index holding one random image per platform ("linux/amd64") and returns it
@@ -188,7 +190,25 @@ func (r *Registry) PushIndex(t testing.TB, repoTag string, size, layers int64, p
 	if err := remote.WriteIndex(ref, idx, r.auth()); err != nil {
 		t.Fatalf("push index %s: %v", ref, err)
 	}
+	r.record(t, idx)
+	for _, img := range imgs {
+		r.record(t, img)
+	}
 	return idx, imgs
+}
+
+func (r *Registry) record(t testing.TB, d interface{ Digest() (v1.Hash, error) }) {
+	dg := Digest(t, d)
+	r.mu.Lock()
+	r.pushed = append(r.pushed, dg)
+	r.mu.Unlock()
+}
+
+// Pushed lists the digests of every image and index pushed.
+func (r *Registry) Pushed() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.pushed...)
 }
 
 // Digest returns the digest of an image or index as a string.
