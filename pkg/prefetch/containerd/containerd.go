@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -85,6 +86,9 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	}
 	if opts.Registry.Platform.OS == "" {
 		opts.Registry.Platform = platforms.DefaultSpec()
+	}
+	if _, err := os.Stat(opts.Address); err != nil {
+		return nil, fmt.Errorf("no containerd socket at %s: %w (check containerd.address and that the socket is mounted)", opts.Address, err)
 	}
 	c, err := client.New(opts.Address, client.WithDefaultNamespace(opts.Namespace), client.WithTimeout(opts.DialTimeout))
 	if err != nil {

@@ -91,6 +91,28 @@ func start(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options) *harness
 	return h
 }
 
+type stoppable struct {
+	h    *harness
+	stop func()
+}
+
+// startStoppable runs a manager the test stops itself (a warmd restart), leaving images in place.
+func startStoppable(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options) stoppable {
+	t.Helper()
+	opts.Backoff, opts.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	h := &harness{store: state.New(nil), met: metrics.New(prometheus.NewRegistry()), cfg: cfg}
+	h.m = imagemgr.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: slog.New(slog.DiscardHandler)}, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	return stoppable{h: h, stop: func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}}
+}
+
 // cleanup removes what the test pulled from the shared daemons.
 func cleanup(cfg *config.NodeConfig) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -234,6 +256,26 @@ func TestManager(t *testing.T) {
 				}
 			})
 
+			t.Run("a warmd restart keeps a warm image ready even with the registry down", func(t *testing.T) {
+				reg := imagetest.NewRegistry(t, imagetest.Options{})
+				img := reg.PushRandom(t, "warmd-mgr/kept:v1", 32<<10, 2)
+				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/kept:v1")}} })
+				track(t, cfg, reg)
+				first := startStoppable(t, cfg, imagemgr.Options{})
+				first.h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/kept:v1"), imagetest.Digest(t, img)))
+				first.stop()
+				reg.Close()
+				h := start(t, cfg, imagemgr.Options{Attempts: 2})
+				st := h.waitFor(t, "ready again with a failed refresh", func(s prefetch.ImagesStatus) bool {
+					im, ok := s.ForRef(reg.Ref("warmd-mgr/kept:v1"))
+					return ok && im.State == prefetch.StateReady && im.Warm() && strings.Contains(im.Reason, "failed after")
+				})
+				im, _ := st.ForRef(reg.Ref("warmd-mgr/kept:v1"))
+				if im.Digest != imagetest.Digest(t, img) {
+					t.Errorf("digest after restart %s, want %s", im.Digest, imagetest.Digest(t, img))
+				}
+			})
+
 			t.Run("removal from the config deletes every ref", func(t *testing.T) {
 				reg := imagetest.NewRegistry(t, imagetest.Options{})
 				reg.PushRandom(t, "warmd-mgr/leaving:v1", 32<<10, 2)
@@ -295,6 +337,39 @@ func TestManagerContainerdRestart(t *testing.T) {
 			st := h.waitFor(t, "ready after restart", ready(reg.Ref("warmd-mgr/restart:v1"), imagetest.Digest(t, img)))
 			if st.Backend.Path != tc.path {
 				t.Errorf("path %q, want %q", st.Backend.Path, tc.path)
+			}
+		})
+	}
+}
+
+func TestAutoFallsBackToEmbedded(t *testing.T) {
+	tests := []struct {
+		name    string
+		backend string
+		want    string
+		wantErr bool
+	}{
+		{"auto without a socket uses the embedded store", "auto", "embedded", false},
+		{"containerd without a socket is an error naming the setting", "containerd", "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: "n", DataDir: t.TempDir()}
+			cfg.Containerd.Address, cfg.Containerd.Backend = "/nonexistent/warmd-test/containerd.sock", tc.backend
+			cfg.Default()
+			b, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "containerd.address") {
+					t.Fatalf("err = %v, want one naming containerd.address", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if got := b.Backend().Name; got != tc.want {
+				t.Errorf("backend %q, want %q", got, tc.want)
 			}
 		})
 	}
