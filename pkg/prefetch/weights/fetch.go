@@ -142,11 +142,17 @@ func (f *fetch) stageAndPublish(ctx context.Context) error {
 	}
 	f.setState(prefetch.StateDownloading)
 	stop := f.reporter(ctx)
+	t0 := time.Now()
 	err := f.download(ctx, nil)
 	stop()
 	if err != nil {
 		return err
 	}
+	t1 := time.Now()
+	defer func() {
+		f.e.opts.Log.Info("model fetch phases", "model", f.m.Name, "download", t1.Sub(t0).String(),
+			"verify_validate_publish", time.Since(t1).String())
+	}()
 	for attempt := 0; ; attempt++ {
 		f.setState(prefetch.StateVerifying)
 		bad, err := f.verifyAll(ctx)

@@ -67,6 +67,8 @@ func blobName(src string, sf stagedFile, fv prefetch.FileVerification) string {
 // exists), then points refs/<rev> at it. Readers see the old snapshot or the new one, never a mix.
 func (f *fetch) publish() error {
 	e := f.e
+	t0 := time.Now()
+	defer func() { e.opts.Log.Debug("publish", "model", f.m.Name, "took", time.Since(t0).String()) }()
 	for _, sf := range f.files {
 		if err := sf.fh.Sync(); err != nil {
 			return diskErr(fmt.Errorf("sync %s: %w", sf.path, err))
