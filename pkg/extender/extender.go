@@ -10,6 +10,7 @@
 package extender
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -136,14 +137,36 @@ func (x *Extender) serve(verb string, do func(*extenderv1.ExtenderArgs) any) htt
 				x.metrics.Duration.WithLabelValues(verb).Observe(time.Since(start).Seconds())
 			}
 		}()
-		var args extenderv1.ExtenderArgs
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes)).Decode(&args); err != nil {
+		buf := bufPool.Get().(*bytes.Buffer)
+		defer bufPool.Put(buf)
+		buf.Reset()
+		var wa wireArgs
+		_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes))
+		if err == nil {
+			err = json.Unmarshal(buf.Bytes(), &wa)
+		}
+		if err != nil {
+			result = "error"
+			http.Error(w, fmt.Sprintf("decode ExtenderArgs: %v: send the JSON kube-scheduler sends to an extender", err), http.StatusBadRequest)
+			return
+		}
+		args, err := wa.args()
+		if err != nil {
 			result = "error"
 			http.Error(w, fmt.Sprintf("decode ExtenderArgs: %v: send the JSON kube-scheduler sends to an extender", err), http.StatusBadRequest)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(do(&args)); err != nil {
+		out := do(args)
+		buf.Reset()
+		if l, ok := out.(*extenderv1.HostPriorityList); ok {
+			buf.Write(appendPriorities(buf.AvailableBuffer(), *l))
+		} else if err := json.NewEncoder(buf).Encode(out); err != nil {
+			result = "error"
+			http.Error(w, fmt.Sprintf("encode %s result: %v", verb, err), http.StatusInternalServerError)
+			return
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
 			result = "error"
 			x.log.Warn("write extender response", "verb", verb, "err", err)
 		}
@@ -170,9 +193,10 @@ func (x *Extender) candidates(a *extenderv1.ExtenderArgs) []candidate {
 		return nil
 	}
 	out := make([]candidate, len(*a.NodeNames))
+	x.index.mu.RLock()
+	defer x.index.mu.RUnlock()
 	for i, name := range *a.NodeNames {
-		info, _ := x.index.Get(name)
-		out[i] = candidate{name: name, info: info}
+		out[i] = candidate{name: name, info: x.index.nodes[name]}
 	}
 	return out
 }

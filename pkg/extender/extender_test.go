@@ -125,7 +125,7 @@ func vllmPod(model string) *corev1.Pod {
 }
 
 // argsBody is the JSON kube-scheduler's HTTPExtender sends: json.Marshal of ExtenderArgs.
-func argsBody(t *testing.T, pod *corev1.Pod, nodes *corev1.NodeList, names []string) []byte {
+func argsBody(t testing.TB, pod *corev1.Pod, nodes *corev1.NodeList, names []string) []byte {
 	t.Helper()
 	a := extenderv1.ExtenderArgs{Pod: pod, Nodes: nodes}
 	if nodes == nil {

@@ -1,0 +1,144 @@
+package extender
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/predict"
+)
+
+// TestBenchExtender is `make bench-extender` (scripts/bench/extender.sh): it creates
+// WARMD_BENCH_NODES Nodes (default 5,000) in the real API server (WARMD_BENCH_SOURCE=apiserver, the
+// default) or loads them into client-go's fake clientset (=list), lets the extender's informer list
+// them, then sends WARMD_BENCH_REQUESTS (default 10,000) nodeCacheCapable /prioritize requests naming
+// every Node over loopback HTTP, one at a time, and prints the latency percentiles. It reports; it
+// asserts no timing. It runs only when WARMD_BENCH_EXTENDER=1.
+func TestBenchExtender(t *testing.T) {
+	if os.Getenv("WARMD_BENCH_EXTENDER") != "1" {
+		t.Skip("benchmark: run with WARMD_BENCH_EXTENDER=1 (make bench-extender)")
+	}
+	nNodes, nReq := envInt(t, "WARMD_BENCH_NODES", 5000), envInt(t, "WARMD_BENCH_REQUESTS", 10000)
+	source := os.Getenv("WARMD_BENCH_SOURCE")
+	if source == "" {
+		source = "apiserver"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	models := []string{"Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-32B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"}
+	states := []string{"warm", "weights", "image", "cold", "failed"}
+	names := make([]string, nNodes)
+	nodes := make([]*corev1.Node, nNodes)
+	for i := range nNodes {
+		names[i] = fmt.Sprintf("bench-gpu-%05d", i)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i],
+			Labels: map[string]string{readiness.LabelSKU: []string{"nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb"}[i%2]}, Annotations: map[string]string{}}}
+		var preds []predict.Prediction
+		for j, m := range models {
+			n.Labels[readiness.ModelLabelKey(m)] = states[(i+j)%len(states)]
+			preds = append(preds, predict.Prediction{Model: m, Seconds: float64(60 + (i*7+j*13)%400)})
+		}
+		ann, err := predict.Annotation(preds, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations[predict.AnnotationKey] = ann
+		nodes[i] = n
+	}
+	var cs kubernetes.Interface
+	switch source {
+	case "apiserver": // Nodes created in a real kube-apiserver; the informer lists and watches it
+		env := kubeenv.Start(t)
+		start := time.Now()
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(32)
+		for _, n := range nodes {
+			g.Go(func() error {
+				_, err := env.Client.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{})
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			t.Fatalf("create nodes: %v", err)
+		}
+		t.Logf("created %d Nodes in the API server in %v", nNodes, time.Since(start).Round(time.Millisecond))
+		cs = env.Client
+	case "list": // the generated list loaded into client-go's fake clientset; the same informer lists it
+		objs := make([]runtime.Object, len(nodes))
+		for i, n := range nodes {
+			objs[i] = n
+		}
+		cs = fake.NewClientset(objs...)
+	default:
+		t.Fatalf("WARMD_BENCH_SOURCE=%q: use apiserver or list", source)
+	}
+
+	ix := NewIndex()
+	x := New(Config{FilterFailed: true}, ix, metrics.NewExtender(prometheus.NewRegistry(), ix), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan error, 1)
+	go func() { done <- x.Run(ctx, cs, 0) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "informer sync", func() bool { return x.Synced() && ix.Len() == nNodes })
+	srv := httptest.NewServer(x.Handler())
+	defer srv.Close()
+
+	body := argsBody(t, vllmPod(models[0]), nil, names)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	post := func() time.Duration {
+		t0 := time.Now()
+		resp, err := client.Post(srv.URL+"/prioritize", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || n == 0 {
+			t.Fatalf("prioritize: %s", resp.Status)
+		}
+		return time.Since(t0)
+	}
+	for range 200 { // warm up connections and caches
+		post()
+	}
+	lat := make([]time.Duration, nReq)
+	for i := range lat {
+		lat[i] = post()
+	}
+	slices.Sort(lat)
+	ms := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / 1e6 }
+	t.Logf("source %s; request body %d bytes; %d requests", source, len(body), nReq)
+	fmt.Printf("extender: p50 %.2f ms, p99 %.2f ms over %d nodes\n", ms(0.50), ms(0.99), nNodes)
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
