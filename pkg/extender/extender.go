@@ -50,10 +50,13 @@ type Extender struct {
 	synced  atomic.Bool
 }
 
-// New returns an extender over index; m may be nil (no metrics).
+// New returns an extender over index; m may be nil (no metrics), log nil (discard).
 func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Extender {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Extender{cfg: cfg, index: index, log: log, metrics: m}
 }
