@@ -37,7 +37,14 @@ func (e *events) result(opts Options) Result {
 		return r
 	}
 	r.StartedAt = t0.t
-	rel := func(t time.Time) float64 { return t.Sub(t0.t).Seconds() }
+	origin := t0
+	pull := [2]milestone{{t: opts.PullStart, ok: !opts.PullStart.IsZero()}, {t: opts.PullEnd, ok: !opts.PullEnd.IsZero()}}
+	if pull[0].ok && pull[1].ok && !pull[1].t.Before(pull[0].t) && !pull[1].t.After(t0.t) && t0.t.Sub(pull[0].t) < 24*time.Hour {
+		origin = pull[0] // the waterfall and the total start with the pull
+	} else {
+		pull[0].ok = false
+	}
+	rel := func(t time.Time) float64 { return t.Sub(origin.t).Seconds() }
 	add := func(name string, pieces ...[2]milestone) {
 		var ph Phase
 		for _, pc := range pieces {
@@ -58,6 +65,7 @@ func (e *events) result(opts Options) Result {
 	}
 	span := func(a, b milestone) [2]milestone { return [2]milestone{a, b} }
 
+	add(PhaseImagePull, pull)
 	add(PhaseImports, span(t0, e.engineInit))
 	add(PhaseEngineStart, span(e.engineInit, e.loadStart))
 	if e.downloadDone.ok {
@@ -101,7 +109,7 @@ func (e *events) result(opts Options) Result {
 		if e.health.ok && e.health.t.After(end.t) {
 			end = e.health
 		}
-		total := end.t.Sub(t0.t).Seconds()
+		total := end.t.Sub(origin.t).Seconds()
 		r.TotalSeconds = &total
 	}
 	return r

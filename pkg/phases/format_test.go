@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,43 @@ func TestOutcomes(t *testing.T) {
 				t.Errorf("outcome %s error %q, want %s %q", r.Outcome, r.Error, tc.outcome, tc.err)
 			}
 		})
+	}
+}
+
+// What the node knows beyond the log: the container start makes imports longer, the kubelet's pull
+// adds an image_pull phase and moves the waterfall's origin; nothing else changes.
+func TestContainerStartAndImagePull(t *testing.T) {
+	first := time.Date(2026, 11, 30, 21, 2, 11, 350_000_000, time.UTC) // seed-7b-cold.log's first line
+	base := parseFile(t, "seed-7b-cold.log")
+	f, err := os.Open("testdata/seed-7b-cold.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := Parse(f, Options{Start: first.Add(-2 * time.Second), PullStart: first.Add(-50 * time.Second), PullEnd: first.Add(-4 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Phases[0].Name != PhaseImagePull || r.Phases[0].Start != 0 || r.Phases[0].Seconds != 46 {
+		t.Errorf("image_pull = %+v, want start 0, 46 s", r.Phases[0])
+	}
+	imp, _ := r.Phase(PhaseImports)
+	baseImp, _ := base.Phase(PhaseImports)
+	if d := imp - baseImp; d < 1.999 || d > 2.001 {
+		t.Errorf("imports %.3f s, want 2 s more than from the log alone (%.3f)", imp, baseImp)
+	}
+	if d := *r.TotalSeconds - *base.TotalSeconds; d < 49.999 || d > 50.001 {
+		t.Errorf("total %.3f, want the log's %.3f + 50 s", *r.TotalSeconds, *base.TotalSeconds)
+	}
+	if !r.StartedAt.Equal(first.Add(-2 * time.Second)) {
+		t.Errorf("StartedAt %v, want the container start", r.StartedAt)
+	}
+	// A pull that ends after the process started is not this start's pull: ignored, not bent to fit.
+	if _, err := f.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := Parse(f, Options{PullStart: first.Add(-time.Second), PullEnd: first.Add(time.Second)})
+	if _, ok := bad.Phase(PhaseImagePull); ok || *bad.TotalSeconds != *base.TotalSeconds {
+		t.Errorf("a pull overlapping the process was used: %+v", bad.Phases[0])
 	}
 }

@@ -18,6 +18,9 @@ type Options struct {
 	// Start is the container's start time when the caller knows it (containerd). It replaces the first
 	// log line as the process start, which makes imports include the interpreter's start.
 	Start time.Time
+	// PullStart and PullEnd bound the image pull the kubelet reported for this container (its Pulled
+	// event); when both are set the result gets an image_pull phase and the waterfall starts there.
+	PullStart, PullEnd time.Time
 }
 
 // maxLine bounds one logical line (a CRI partial run included) so a hostile log cannot grow memory.
@@ -76,6 +79,12 @@ func readLine(br *bufio.Reader) (string, error) {
 			return sb.String(), err
 		}
 	}
+}
+
+// SetContainer supplies what the node knows beyond the log (container start, image pull), once the
+// caller has looked it up; zero values leave the log's own clock in charge.
+func (p *Parser) SetContainer(start, pullStart, pullEnd time.Time) {
+	p.opts.Start, p.opts.PullStart, p.opts.PullEnd = start, pullStart, pullEnd
 }
 
 // IsVLLM reports whether the log so far looks like vLLM's (a banner, engine or vLLM-only line).

@@ -11,6 +11,7 @@ import (
 
 // Labels are the seed table's row names for people.
 var Labels = map[string]string{
+	PhaseImagePull:        "image pull",
 	PhaseImports:          "Python imports",
 	PhaseEngineStart:      "engine start",
 	PhaseWeightsDownload:  "weights download",

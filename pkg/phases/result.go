@@ -45,6 +45,7 @@ const (
 
 // Phase names, in start order. They follow the seed's table where a row maps.
 const (
+	PhaseImagePull        = "image_pull" // only when the caller knows the pull (the kubelet's Pulled event)
 	PhaseImports          = "imports"
 	PhaseEngineStart      = "engine_start"
 	PhaseWeightsDownload  = "weights_download"
@@ -59,7 +60,7 @@ const (
 
 // PhaseOrder lists every phase name in display order (total last).
 var PhaseOrder = []string{
-	PhaseImports, PhaseEngineStart, PhaseWeightsDownload, PhaseWeightLoad, PhaseTorchCompile,
+	PhaseImagePull, PhaseImports, PhaseEngineStart, PhaseWeightsDownload, PhaseWeightLoad, PhaseTorchCompile,
 	PhaseKVCacheAndWarmup, PhaseGraphCapture, PhaseServerUp, PhaseFirstHealth, PhaseTotal,
 }
 
@@ -102,7 +103,8 @@ type Result struct {
 	CompileCacheHash string
 	Reported         Reported
 	Phases           []Phase // in PhaseOrder, total excluded
-	// TotalSeconds is process start → ready (or first /health 200 when logged); nil unless ready.
+	// TotalSeconds is process start (image pull start when known) → ready, or → first /health 200
+	// when logged; nil unless ready.
 	TotalSeconds *float64
 	// StartedAt is the absolute time of the process start when the clock has a date (zero otherwise).
 	StartedAt time.Time

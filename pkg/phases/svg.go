@@ -10,6 +10,7 @@ import (
 
 // colours per phase, chosen to stay apart in print and for common colour blindness.
 var phaseColour = map[string]string{
+	PhaseImagePull:        "#bcbddc",
 	PhaseImports:          "#8c8c8c",
 	PhaseEngineStart:      "#6baed6",
 	PhaseWeightsDownload:  "#9e9ac8",
@@ -109,7 +110,7 @@ func WriteSVG(w io.Writer, rs []Result) error {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="10" x2="%.1f" y2="%d" class="grid"/>`+"\n", x(t), x(t), axisY)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" class="tick">%gs</text>`+"\n", x(t), axisY+16, t)
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick">seconds since process start</text>`+"\n", svgLabelW+int(plotW/2), axisY+32)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" class="tick">seconds since process start (image pull start when known)</text>`+"\n", svgLabelW+int(plotW/2), axisY+32)
 	for _, g := range blocks {
 		b.WriteString(g)
 	}
