@@ -98,7 +98,7 @@ func TestBackend(t *testing.T) {
 				if !l.Pinned || !l.Managed || !l.Unpacked || l.Digest != r.Target.Digest {
 					t.Errorf("local %+v: want pinned, managed, unpacked at %s", l, r.Target.Digest)
 				}
-				st := criImageStatus(t, socket, r.Name)
+				st := criWait(t, socket, r.Name, func(im *runtimeapi.Image) bool { return im != nil && im.Pinned == d.criPinned })
 				if st == nil {
 					t.Fatalf("CRI ImageStatus(%s) found nothing", r.Name)
 				}
@@ -169,7 +169,10 @@ func TestBackend(t *testing.T) {
 			t.Run("remove deletes every ref, including the CRI's", func(t *testing.T) {
 				img := reg.PushRandom(t, "warmd-img/removed:v1", 128<<10, 2)
 				r, _ := pull(t, b, reg.Ref("warmd-img/removed:v1"))
-				_ = criImageStatus(t, socket, r.Name) // let the CRI see it (and add its aliases)
+				// Let the CRI see it (and add its aliases) before removing.
+				if criWait(t, socket, r.Name, func(im *runtimeapi.Image) bool { return im != nil }) == nil {
+					t.Fatalf("CRI never saw %s", r.Name)
+				}
 				is := b.Client().ImageService()
 				// A repo-digest ref as the CRI writes after its own pulls.
 				alias := images.Image{Name: strings.Split(r.Name, ":v1")[0] + "@" + r.Target.Digest.String(), Target: r.Target}
@@ -203,7 +206,7 @@ func TestBackend(t *testing.T) {
 						t.Errorf("layer %s still in the content store after remove", ld)
 					}
 				}
-				if st := criImageStatus(t, socket, r.Name); st != nil {
+				if st := criWait(t, socket, r.Name, func(im *runtimeapi.Image) bool { return im == nil }); st != nil {
 					t.Errorf("CRI still reports %s after remove", r.Name)
 				}
 			})
@@ -221,7 +224,7 @@ func TestBackend(t *testing.T) {
 				if l.Pinned || l.Managed || !l.Unpacked {
 					t.Errorf("after unpin: %+v, want present, unpacked, not pinned, not managed", l)
 				}
-				if st := criImageStatus(t, socket, r.Name); st == nil || st.Pinned {
+				if st := criWait(t, socket, r.Name, func(im *runtimeapi.Image) bool { return im != nil && !im.Pinned }); st == nil || st.Pinned {
 					t.Errorf("CRI after unpin: %+v, want present and not pinned", st)
 				}
 				// Not warmd's any more: a later remove must leave it alone.
@@ -237,16 +240,26 @@ func TestBackend(t *testing.T) {
 	}
 }
 
-// criImageStatus asks the CRI image service on the same socket, as the kubelet would.
-func criImageStatus(t *testing.T, socket, name string) *runtimeapi.Image {
+// criWait asks the CRI image service on the same socket, as the kubelet would, until done holds for
+// its answer, and returns the last answer. The CRI plugin learns of images from containerd's events,
+// asynchronously (1.6 visibly so), hence the wait; bounded at 30 s, after which the caller's check
+// reports what the CRI last said.
+func criWait(t *testing.T, socket, name string, done func(*runtimeapi.Image) bool) *runtimeapi.Image {
 	t.Helper()
 	svc, err := remote.NewRemoteImageService(t.Context(), "unix://"+socket, 10*time.Second, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := svc.ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: name}, false)
-	if err != nil {
-		t.Fatalf("CRI ImageStatus(%s): %v", name, err)
+	var im *runtimeapi.Image
+	for i := 0; i < 600; i++ {
+		resp, err := svc.ImageStatus(t.Context(), &runtimeapi.ImageSpec{Image: name}, false)
+		if err != nil {
+			t.Fatalf("CRI ImageStatus(%s): %v", name, err)
+		}
+		if im = resp.GetImage(); done(im) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return resp.GetImage()
+	return im
 }
