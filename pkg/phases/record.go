@@ -16,7 +16,9 @@ type Record struct {
 	// Restart is the kubelet's restart count: the N of N.log.
 	Restart int `json:"restart"`
 	// Model is the model name as configured (bounded, used as a metric label); Result.Model is what vLLM printed.
-	Model  string `json:"model"`
+	Model string `json:"model"`
+	// Image is the container's image when the API server said so (empty otherwise).
+	Image  string `json:"image,omitempty"`
 	GPUSKU string `json:"gpuSKU"`
 	// Log is the container log file the start was read from.
 	Log      string    `json:"log"`

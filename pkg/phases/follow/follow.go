@@ -31,6 +31,25 @@ import (
 // model name, not a path). ns/pod identify the pod; r.Model is what vLLM printed.
 type ModelFunc func(namespace, pod string, r phases.Result) string
 
+// ContainerRef names one container start, as the pod log dir does.
+type ContainerRef struct {
+	Namespace, Pod, PodUID, Container string
+	Restart                           int
+}
+
+// ContainerInfo is what the node (API server, runtime) knows about a start beyond its log. Zero
+// fields are unknown.
+type ContainerInfo struct {
+	Image string
+	// Started is when the runtime started the container (the process start).
+	Started time.Time
+	// PullStart and PullEnd bound the image pull the kubelet reported (its Pulled event).
+	PullStart, PullEnd time.Time
+}
+
+// ContainerInfoFunc looks a start up; an error only means the record goes without the extras.
+type ContainerInfoFunc func(ctx context.Context, ref ContainerRef) (ContainerInfo, error)
+
 // Options configure a Follower.
 type Options struct {
 	// Dir is the kubelet's pod log dir (config phases.podLogDir).
@@ -42,10 +61,13 @@ type Options struct {
 	// SKU returns this node's GPU SKU key; nil or "" leaves the label empty.
 	SKU func() string
 	// Model resolves the model label; nil uses what vLLM printed.
-	Model   ModelFunc
-	Store   *state.Store
-	Metrics *metrics.Phases
-	Log     *slog.Logger
+	Model ModelFunc
+	// Container adds the image, container start and image pull to a record (pkg/phases/follow/kube
+	// reads them from the API server); nil records what the log says alone.
+	Container ContainerInfoFunc
+	Store     *state.Store
+	Metrics   *metrics.Phases
+	Log       *slog.Logger
 	// Resync is the full rescan interval that backs up fsnotify. Default 5s.
 	Resync time.Duration
 	// Settle is how long a start that reached ready waits for its first /health 200 (and a failed one
@@ -70,6 +92,7 @@ type Follower struct {
 	problem string
 	// published summarises the last published status, to publish only changes.
 	published string
+	ctx       context.Context // Run's, for lookups; Background under Sync
 }
 
 var logName = regexp.MustCompile(`^(\d+)\.log$`)
@@ -105,7 +128,7 @@ func New(opts Options) (*Follower, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	f := &Follower{opts: opts, log: opts.Log, keys: map[string]bool{}, streams: map[string]*stream{}, watched: map[string]bool{}}
+	f := &Follower{opts: opts, log: opts.Log, ctx: context.Background(), keys: map[string]bool{}, streams: map[string]*stream{}, watched: map[string]bool{}}
 	recs, err := loadRecords(f.recordsPath())
 	if err != nil {
 		// A corrupt file must not stop the daemon: start empty, say so, and overwrite it on the next record.
@@ -137,6 +160,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	} else {
 		defer w.Close()
 	}
+	f.ctx = ctx
 	f.sync(w)
 	tick := time.NewTicker(f.opts.Resync)
 	defer tick.Stop()

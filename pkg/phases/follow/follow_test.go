@@ -89,9 +89,14 @@ func (l *kubeletLog) rotate(suffix string) {
 	}
 }
 
-func newFollower(t *testing.T, podLogDir, stateDir string, m *metrics.Metrics, store *state.Store) *Follower {
+func newFollower(t *testing.T, podLogDir, stateDir string, m *metrics.Metrics, store *state.Store, info ...ContainerInfoFunc) *Follower {
 	t.Helper()
+	var ci ContainerInfoFunc
+	if len(info) > 0 {
+		ci = info[0]
+	}
 	f, err := New(Options{
+		Container: ci,
 		Dir: podLogDir, StateDir: stateDir, Keep: 10, Settle: -1, ProbeLines: 100,
 		SKU:   func() string { return "nvidia-h100-80gb-hbm3" },
 		Model: func(_, _ string, r phases.Result) string { return "qwen2.5-7b" },
@@ -229,15 +234,28 @@ func TestFollowReadsCompressedRotation(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "0.log"), []byte(strings.Join(lines[len(lines)/2:], "")), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	f := newFollower(t, podLogs, filepath.Join(root, "state"), metrics.New(prometheus.NewRegistry()), state.New(nil))
+	first := time.Date(2026, 11, 30, 21, 2, 11, 350_000_000, time.UTC) // the fixture's first line
+	var asked ContainerRef
+	info := func(_ context.Context, ref ContainerRef) (ContainerInfo, error) {
+		asked = ref
+		return ContainerInfo{Image: "vllm/vllm-openai:v0.10.2", Started: first.Add(-time.Second),
+			PullStart: first.Add(-41 * time.Second), PullEnd: first.Add(-3 * time.Second)}, nil
+	}
+	f := newFollower(t, podLogs, filepath.Join(root, "state"), metrics.New(prometheus.NewRegistry()), state.New(nil), info)
 	f.Sync()
 	recs := f.Records()
 	if len(recs) != 1 || recs[0].Result.CompileCache != phases.CacheHit || recs[0].Result.Outcome != phases.OutcomeReady {
 		t.Fatalf("records %+v", recs)
 	}
+	if (asked != ContainerRef{Namespace: "default", Pod: "vllm-1", PodUID: "aa11", Container: "vllm"}) || recs[0].Image != "vllm/vllm-openai:v0.10.2" {
+		t.Errorf("lookup %+v, image %q", asked, recs[0].Image)
+	}
 	exp := want(t, "seed-7b-warm.log")
-	if *recs[0].Result.TotalSeconds != *exp.TotalSeconds {
-		t.Errorf("total %v, want %v", *recs[0].Result.TotalSeconds, *exp.TotalSeconds)
+	if pull, ok := recs[0].Result.Phase(phases.PhaseImagePull); !ok || pull != 38 {
+		t.Errorf("image_pull %v %v, want 38 s", pull, ok)
+	}
+	if got := *recs[0].Result.TotalSeconds - *exp.TotalSeconds; got < 40.999 || got > 41.001 {
+		t.Errorf("total %v, want the log's %v + 41 s from the pull start", *recs[0].Result.TotalSeconds, *exp.TotalSeconds)
 	}
 }
 

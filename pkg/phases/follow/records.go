@@ -1,12 +1,14 @@
 package follow
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
@@ -80,13 +82,25 @@ func (f *Follower) record(s *stream, r phases.Result) {
 	if f.opts.SKU != nil {
 		sku = f.opts.SKU()
 	}
+	var image string
+	if f.opts.Container != nil {
+		ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+		ci, err := f.opts.Container(ctx, ContainerRef{Namespace: s.pod.namespace, Pod: s.pod.name, PodUID: s.pod.uid, Container: s.pod.container, Restart: s.restart})
+		cancel()
+		if err != nil {
+			f.log.Debug("container lookup", "pod", s.pod.namespace+"/"+s.pod.name, "err", err)
+		}
+		image = ci.Image
+		s.parser.SetContainer(ci.Started, ci.PullStart, ci.PullEnd)
+		r = s.parser.Result()
+	}
 	model := r.Model
 	if f.opts.Model != nil {
 		model = f.opts.Model(s.pod.namespace, s.pod.name, r)
 	}
 	rec := phases.Record{
 		Namespace: s.pod.namespace, Pod: s.pod.name, PodUID: s.pod.uid, Container: s.pod.container, Restart: s.restart,
-		Model: model, GPUSKU: sku, Log: s.path, Recorded: f.opts.Now().UTC(), Result: r,
+		Model: model, Image: image, GPUSKU: sku, Log: s.path, Recorded: f.opts.Now().UTC(), Result: r,
 	}
 	f.mu.Lock()
 	f.records = append(f.records, rec)
