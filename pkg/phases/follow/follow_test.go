@@ -97,7 +97,7 @@ func newFollower(t *testing.T, podLogDir, stateDir string, m *metrics.Metrics, s
 	}
 	f, err := New(Options{
 		Container: ci,
-		Dir: podLogDir, StateDir: stateDir, Keep: 10, Settle: -1, ProbeLines: 100,
+		Dir:       podLogDir, StateDir: stateDir, Keep: 10, Settle: -1, ProbeLines: 100,
 		SKU:   func() string { return "nvidia-h100-80gb-hbm3" },
 		Model: func(_, _ string, r phases.Result) string { return "qwen2.5-7b" },
 		Store: store, Metrics: m.Phases,
