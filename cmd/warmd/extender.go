@@ -24,6 +24,8 @@ type extenderOptions struct {
 	kubeconfig   string
 	listen       string
 	filterFailed bool
+	replicas     bool
+	fresh        time.Duration
 	resync       time.Duration
 	logFormat    string
 	logLevel     string
@@ -41,7 +43,8 @@ model (annotation warmd.io/model, or a vLLM container's --model / "vllm serve MO
 scored 0–10 by the predicted time-to-ready warmd published there (warmd.io/predicted-ready; fastest =
 10), and with --filter-failed the Nodes where that model failed are filtered out. Pods without a model
 get neutral scores. The same listener serves /metrics (warmd_warm_nodes{model},
-warmd_cluster_fastest_ready_seconds{model}), /healthz and /readyz (ready once Nodes are listed).`,
+warmd_cluster_fastest_ready_seconds{model}, and with --track-replicas warmd_vllm_ready_replicas{model}
+and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes and Pods are listed).`,
 		Example: `  # in the cluster (in-cluster config)
   warmd extender --listen :8888 --filter-failed
 
@@ -54,6 +57,8 @@ warmd_cluster_fastest_ready_seconds{model}), /healthz and /readyz (ready once No
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	f.StringVar(&o.listen, "listen", ":8888", "address for the extender API, /metrics, /healthz and /readyz")
 	f.BoolVar(&o.filterFailed, "filter-failed", false, "filter out Nodes where the pod's model is failed (models.warmd.io/<model>=failed)")
+	f.BoolVar(&o.replicas, "track-replicas", true, "watch Pods and export warmd_vllm_ready_replicas / warmd_vllm_fresh_replicas per model (needs pods list/watch)")
+	f.DurationVar(&o.fresh, "fresh-window", extender.DefaultFresh, "a replica ready for less than this counts as fresh (its prefix cache is still empty)")
 	f.DurationVar(&o.resync, "resync", 10*time.Minute, "informer resync period (0 disables)")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -93,7 +98,15 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	}
 	reg := metrics.NewRegistry()
 	ix := extender.NewIndex()
-	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, metrics.NewExtender(reg, ix), log)
+	var replicas metrics.ReplicaView // stays a nil interface unless tracking is on
+	rep := extender.NewReplicas(o.fresh, nil)
+	if o.replicas {
+		replicas = rep
+	}
+	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, metrics.NewExtender(reg, ix, replicas), log)
+	if o.replicas {
+		x.TrackReplicas(rep)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", x.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

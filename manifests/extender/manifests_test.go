@@ -171,7 +171,7 @@ func TestKEDAQueriesUseExportedMetrics(t *testing.T) {
 		t.Fatalf("keda/scaledobject.yaml holds %s %s", so.GetAPIVersion(), so.GetKind())
 	}
 	reg := prometheus.NewRegistry()
-	metrics.NewExtender(reg, extender.NewIndex())
+	metrics.NewExtender(reg, extender.NewIndex(), extender.NewReplicas(0, nil))
 	descs := make(chan *prometheus.Desc, 16)
 	reg.Describe(descs)
 	close(descs)

@@ -95,7 +95,7 @@ func TestBenchExtender(t *testing.T) {
 	}
 
 	ix := NewIndex()
-	x := New(Config{FilterFailed: true}, ix, metrics.NewExtender(prometheus.NewRegistry(), ix), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	x := New(Config{FilterFailed: true}, ix, metrics.NewExtender(prometheus.NewRegistry(), ix, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, cs, 0) }()
 	defer func() { cancel(); <-done }()

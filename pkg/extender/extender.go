@@ -48,7 +48,13 @@ type Extender struct {
 	log     *slog.Logger
 	metrics *metrics.Extender
 	synced  atomic.Bool
+	// replicas, when set, is kept current from a pod informer (TrackReplicas).
+	replicas *Replicas
 }
+
+// TrackReplicas makes Run also watch Pods and keep r current: the vLLM replicas per model and how
+// long each has been ready (the autoscaler/router signal, see replica.go). Call it before Run.
+func (x *Extender) TrackReplicas(r *Replicas) { x.replicas = r }
 
 // New returns an extender over index; m may be nil (no metrics), log nil (discard).
 func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Extender {
@@ -84,15 +90,51 @@ func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time
 	if err != nil {
 		return fmt.Errorf("node informer handler: %w", err)
 	}
+	synced := []cache.InformerSynced{inf.HasSynced}
+	if x.replicas != nil {
+		pinf, err := x.podInformer(f)
+		if err != nil {
+			return err
+		}
+		synced = append(synced, pinf.HasSynced)
+	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return fmt.Errorf("node informer did not sync: %w", context.Cause(ctx))
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("informers did not sync: %w", context.Cause(ctx))
 	}
 	x.synced.Store(true)
-	x.log.Info("node informer synced", "nodes", x.index.Len())
+	x.log.Info("informers synced", "nodes", x.index.Len(), "trackReplicas", x.replicas != nil)
 	<-ctx.Done()
 	return nil
+}
+
+func (x *Extender) podInformer(f informers.SharedInformerFactory) (cache.SharedIndexInformer, error) {
+	inf := f.Core().V1().Pods().Informer()
+	if err := inf.SetTransform(slimPod); err != nil {
+		return nil, fmt.Errorf("pod informer transform: %w", err)
+	}
+	upsert := func(o any) {
+		if p, ok := o.(*corev1.Pod); ok {
+			x.replicas.Upsert(p)
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    upsert,
+		UpdateFunc: func(_, o any) { upsert(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				x.replicas.Delete(p.Namespace, p.Name)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod informer handler: %w", err)
+	}
+	return inf, nil
 }
 
 func (x *Extender) upsert(o any) {

@@ -72,7 +72,9 @@ func startWorld(t *testing.T, cfg Config) *world {
 	}
 	reg := prometheus.NewRegistry()
 	ix := NewIndex()
-	x := New(cfg, ix, metrics.NewExtender(reg, ix), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep := NewReplicas(10*time.Minute, nil)
+	x := New(cfg, ix, metrics.NewExtender(reg, ix, rep), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	x.TrackReplicas(rep)
 	done := make(chan error, 1)
 	go func() { done <- x.Run(ctx, env.Client, 0) }()
 	t.Cleanup(func() {
@@ -288,6 +290,46 @@ warmd_cluster_fastest_ready_seconds{model="Qwen/Qwen2.5-7B-Instruct"} 35
 		if n := testutil.ToFloat64(w.x.metrics.Requests.WithLabelValues("prioritize", "ok")); n < 5 {
 			t.Errorf("prioritize requests counted = %v, want >= 5", n)
 		}
+	})
+	t.Run("replica signal from Pod Ready conditions", func(t *testing.T) {
+		pods := w.cs.CoreV1().Pods("default")
+		for _, tc := range []struct {
+			name    string
+			readyAt time.Time
+		}{{"vllm-old", time.Now().Add(-time.Hour)}, {"vllm-fresh", time.Now().Add(-time.Minute)}, {"vllm-starting", time.Time{}}} {
+			p := vllmPod(m7b)
+			p.Name, p.Namespace = tc.name, "default"
+			created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.readyAt.IsZero() {
+				continue
+			}
+			created.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(tc.readyAt)}}
+			if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "replica counts", func() bool {
+			ready, fresh := w.x.replicas.Counts()
+			return ready[m7b] == 2 && fresh[m7b] == 1
+		})
+		want := `
+# HELP warmd_vllm_fresh_replicas Ready vLLM pods of each model that became ready within the freshness window (empty prefix cache).
+# TYPE warmd_vllm_fresh_replicas gauge
+warmd_vllm_fresh_replicas{model="Qwen/Qwen2.5-7B-Instruct"} 1
+# HELP warmd_vllm_ready_replicas vLLM pods of each model whose Ready condition is True.
+# TYPE warmd_vllm_ready_replicas gauge
+warmd_vllm_ready_replicas{model="Qwen/Qwen2.5-7B-Instruct"} 2
+`
+		if err := testutil.GatherAndCompare(w.reg, strings.NewReader(want), "warmd_vllm_fresh_replicas", "warmd_vllm_ready_replicas"); err != nil {
+			t.Error(err)
+		}
+		if err := pods.Delete(ctx, "vllm-fresh", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "deleted replica", func() bool { _, fresh := w.x.replicas.Counts(); return fresh[m7b] == 0 })
 	})
 	t.Run("bad bodies are 400 with a fix", func(t *testing.T) {
 		resp, err := http.Post(w.srv.URL+"/filter", "application/json", strings.NewReader("{"))

@@ -11,6 +11,12 @@ type ClusterView interface {
 	FastestReady() map[string]float64
 }
 
+// ReplicaView counts vLLM replicas per model: ready ones, and those ready for less than the
+// freshness window (their prefix caches are still filling).
+type ReplicaView interface {
+	Counts() (ready, fresh map[string]int)
+}
+
 // Extender holds the scheduler extender's metrics (the `warmd extender` Deployment, not the node daemon).
 type Extender struct {
 	Requests *prometheus.CounterVec
@@ -18,8 +24,9 @@ type Extender struct {
 }
 
 // NewExtender creates and registers the extender's collectors on reg; view feeds warmd_warm_nodes and
-// warmd_cluster_fastest_ready_seconds, the signals KEDA or an HPA external metric scale on.
-func NewExtender(reg prometheus.Registerer, view ClusterView) *Extender {
+// warmd_cluster_fastest_ready_seconds, the signals KEDA or an HPA external metric scale on, and
+// replicas (nil: not exported) feeds warmd_vllm_ready_replicas and warmd_vllm_fresh_replicas.
+func NewExtender(reg prometheus.Registerer, view ClusterView, replicas ReplicaView) *Extender {
 	e := &Extender{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmd_extender_requests_total", Help: "Scheduler extender requests by verb (filter, prioritize) and result (ok, error).",
@@ -29,7 +36,7 @@ func NewExtender(reg prometheus.Registerer, view ClusterView) *Extender {
 			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
 		}, []string{"verb"}),
 	}
-	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view})
+	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view, replicas: replicas})
 	return e
 }
 
@@ -38,13 +45,24 @@ var (
 		"Nodes whose models.warmd.io/<model> label is warm, per model.", []string{"model"}, nil)
 	fastestReadyDesc = prometheus.NewDesc("warmd_cluster_fastest_ready_seconds",
 		"Lowest predicted time-to-ready of a new replica over all Nodes (warmd.io/predicted-ready), per model.", []string{"model"}, nil)
+	readyReplicasDesc = prometheus.NewDesc("warmd_vllm_ready_replicas",
+		"vLLM pods of each model whose Ready condition is True.", []string{"model"}, nil)
+	freshReplicasDesc = prometheus.NewDesc("warmd_vllm_fresh_replicas",
+		"Ready vLLM pods of each model that became ready within the freshness window (empty prefix cache).", []string{"model"}, nil)
 )
 
-type clusterCollector struct{ view ClusterView }
+type clusterCollector struct {
+	view     ClusterView
+	replicas ReplicaView
+}
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- warmNodesDesc
 	ch <- fastestReadyDesc
+	if c.replicas != nil {
+		ch <- readyReplicasDesc
+		ch <- freshReplicasDesc
+	}
 }
 
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
@@ -53,5 +71,13 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for m, s := range c.view.FastestReady() {
 		ch <- prometheus.MustNewConstMetric(fastestReadyDesc, prometheus.GaugeValue, s, m)
+	}
+	if c.replicas == nil {
+		return
+	}
+	ready, fresh := c.replicas.Counts()
+	for m, n := range ready {
+		ch <- prometheus.MustNewConstMetric(readyReplicasDesc, prometheus.GaugeValue, float64(n), m)
+		ch <- prometheus.MustNewConstMetric(freshReplicasDesc, prometheus.GaugeValue, float64(fresh[m]), m)
 	}
 }
