@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -133,4 +134,34 @@ func (w *NodeWatcher) Wants(m config.Model) (wanted, known bool) {
 	}
 	ok, err := ModelWanted(m, w.Labels())
 	return ok && err == nil, true
+}
+
+// NodeView is the node's view of itself that every part can hold from the start, before the
+// readiness part exists: cmd/warmd creates one, passes it to NewPartFactory, and hands it to the parts
+// that must know whether this node wants a model. With readiness disabled (no API server) selectors
+// are evaluated against no labels, so only models without a nodeSelector are wanted.
+type NodeView struct {
+	w        atomic.Pointer[NodeWatcher]
+	disabled atomic.Bool
+}
+
+// Wants reports whether this node wants model m; known is false until the Node has been read.
+func (v *NodeView) Wants(m config.Model) (wanted, known bool) {
+	if v.disabled.Load() {
+		ok, err := ModelWanted(m, nil)
+		return ok && err == nil, true
+	}
+	w := v.w.Load()
+	if w == nil {
+		return false, false
+	}
+	return w.Wants(m)
+}
+
+// Labels returns the Node's labels (empty until known).
+func (v *NodeView) Labels() map[string]string {
+	if w := v.w.Load(); w != nil {
+		return w.Labels()
+	}
+	return map[string]string{}
 }

@@ -59,10 +59,14 @@ var (
 )
 
 // NewPartFactory returns the factory cmd/warmd lists in parts(). The part is off (nil) when
-// readiness.disabled is set.
-func NewPartFactory(input InputFunc) daemon.PartFactory {
+// readiness.disabled is set. view (may be nil) is filled with the part's NodeWatcher so other parts
+// can ask whether this node wants a model.
+func NewPartFactory(input InputFunc, view *NodeView) daemon.PartFactory {
 	return func(d daemon.Deps) (daemon.Part, error) {
 		if d.Config.Readiness.Disabled {
+			if view != nil {
+				view.disabled.Store(true)
+			}
 			return nil, nil
 		}
 		rc, err := RESTConfig(d.Config.Readiness.Kubeconfig)
@@ -73,7 +77,11 @@ func NewPartFactory(input InputFunc) daemon.PartFactory {
 		if err != nil {
 			return nil, fmt.Errorf("readiness: API client: %w", err)
 		}
-		return NewPart(d, cs, clock.RealClock{}, input), nil
+		p := NewPart(d, cs, clock.RealClock{}, input)
+		if view != nil {
+			view.w.Store(p.watcher)
+		}
+		return p, nil
 	}
 }
 

@@ -3,12 +3,13 @@ package readiness_test
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
@@ -38,7 +39,18 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 		}
 		return in
 	}
-	p := readiness.NewPart(daemon.Deps{Config: cfg, Store: store}, env.Client, clock.RealClock{}, input)
+	// Built as cmd/warmd builds it: from a kubeconfig file, filling a NodeView other parts hold.
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Env.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Readiness.Kubeconfig = kubeconfig
+	var view readiness.NodeView
+	part, err := readiness.NewPartFactory(input, &view)(daemon.Deps{Config: cfg, Store: store})
+	if err != nil || part == nil {
+		t.Fatalf("part factory: %v, %v", part, err)
+	}
+	p := part.(*readiness.Part)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -56,7 +68,7 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 	if _, ok := getNode(t, env.Client, name).Labels[bigKey]; ok {
 		t.Fatal("a model whose selector does not match got a label")
 	}
-	if wanted, known := p.Watcher().Wants(cfg.Models[1]); wanted || !known {
+	if wanted, known := view.Wants(cfg.Models[1]); wanted || !known {
 		t.Errorf("Wants(big/model) = %v, %v before the node label", wanted, known)
 	}
 	setPool := func(v any) {
@@ -68,7 +80,7 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 	}
 	setPool("big")
 	waitFor(t, "selected model's label", func() bool { return getNode(t, env.Client, name).Labels[bigKey] == "warm" })
-	if wanted, _ := p.Watcher().Wants(cfg.Models[1]); !wanted {
+	if wanted, _ := view.Wants(cfg.Models[1]); !wanted {
 		t.Error("Wants(big/model) false after the node gained pool=big")
 	}
 	setPool(nil)
@@ -109,5 +121,24 @@ func TestWriterBatches(t *testing.T) {
 	t.Logf("%d inputs → %d PATCH requests", burst, patches)
 	if patches >= burst/5 {
 		t.Errorf("%d inputs made %d PATCH requests: not batched", burst, patches)
+	}
+}
+
+func TestNodeViewWithoutAPIServer(t *testing.T) {
+	cfg := &config.NodeConfig{NodeName: "n", Readiness: config.Readiness{Disabled: true}}
+	var view readiness.NodeView
+	if wanted, known := view.Wants(config.Model{Name: "a/b"}); wanted || known {
+		t.Errorf("before the part exists: wanted=%v known=%v", wanted, known)
+	}
+	part, err := readiness.NewPartFactory(nil, &view)(daemon.Deps{Config: cfg})
+	if err != nil || part != nil {
+		t.Fatalf("disabled readiness built a part: %v, %v", part, err)
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}}
+	if wanted, known := view.Wants(config.Model{Name: "a/b"}); !wanted || !known {
+		t.Errorf("model without selector: wanted=%v known=%v", wanted, known)
+	}
+	if wanted, known := view.Wants(config.Model{Name: "a/b", NodeSelector: sel}); wanted || !known {
+		t.Errorf("model with selector: wanted=%v known=%v", wanted, known)
 	}
 }

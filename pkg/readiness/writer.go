@@ -37,8 +37,8 @@ type WriterOptions struct {
 	Metrics *metrics.Readiness
 	// Resync re-reads the Node from the server and corrects it (5m).
 	Resync time.Duration
-	// Heartbeat refreshes the condition's lastHeartbeatTime even when nothing changed (1m), so a
-	// stale WarmdReady shows that warmd stopped reporting.
+	// Heartbeat refreshes the condition's lastHeartbeatTime even when nothing changed (5m, as NPD
+	// and the kubelet's node status), so a stale WarmdReady shows that warmd stopped reporting.
 	Heartbeat time.Duration
 	// MinInterval is the least time between two sync rounds (1s): changes arriving faster are
 	// batched into one write.
@@ -89,7 +89,7 @@ func NewWriter(o WriterOptions) *Writer {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	defDur(&o.Resync, 5*time.Minute)
-	defDur(&o.Heartbeat, time.Minute)
+	defDur(&o.Heartbeat, 5*time.Minute)
 	defDur(&o.MinInterval, time.Second)
 	defDur(&o.MaxBackoff, 2*time.Minute)
 	return &Writer{o: o, kick: make(chan struct{}, 1), stale: true}
