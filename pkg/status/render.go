@@ -30,6 +30,7 @@ var renderers = []struct {
 	{state.SectionWeights, renderWeights},
 	{state.SectionCache, renderCache},
 	{state.SectionPhases, renderPhases},
+	{state.SectionReadiness, renderReadiness},
 }
 
 // Render writes the whole status.
