@@ -68,7 +68,7 @@ func TestBackend(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			socket := d.socket(t)
 			reg := imagetest.NewRegistry(t, imagetest.Options{})
-			imagetest.CleanupDaemon(t, socket, reg)
+			imagetest.CleanupDaemon(t, socket, "k8s.io", reg)
 			b := newBackend(t, socket, oci.Registry{})
 			if b.Path() != d.wantPath {
 				t.Fatalf("detected API path %q, want %q", b.Path(), d.wantPath)
@@ -129,7 +129,7 @@ func TestBackend(t *testing.T) {
 
 			t.Run("private registry with a mounted dockerconfigjson", func(t *testing.T) {
 				priv := imagetest.NewRegistry(t, imagetest.Options{User: "warmd", Pass: "s3cret"})
-				imagetest.CleanupDaemon(t, socket, priv)
+				imagetest.CleanupDaemon(t, socket, "k8s.io", priv)
 				priv.PushRandom(t, "warmd-img/private:v1", 128<<10, 2)
 				secretDir := t.TempDir() // a Secret volume: the key is a file in the dir
 				if err := os.WriteFile(filepath.Join(secretDir, ".dockerconfigjson"), []byte(imagetest.DockerConfig(priv.Host, "warmd", "s3cret")), 0o600); err != nil {

@@ -214,6 +214,9 @@ func (m *Manager) reconcile(ctx context.Context, first bool) {
 	}
 	m.mu.Lock()
 	b := m.backend
+	if n := max(1, cfg.ImagePull.Concurrency); cap(m.sem) != n {
+		m.sem = make(chan struct{}, n) // pulls in flight finish on the old one
+	}
 	var gone []*entry
 	var goneNames []string
 	for name, e := range m.entries {

@@ -44,13 +44,19 @@ var backends = []backend{
 // track removes everything reg served from a shared daemon when the test ends.
 func track(t *testing.T, cfg *config.NodeConfig, reg *imagetest.Registry) {
 	if cfg.Containerd.Backend == "containerd" {
-		imagetest.CleanupDaemon(t, cfg.Containerd.Address, reg)
+		imagetest.CleanupDaemon(t, cfg.Containerd.Address, cfg.Containerd.Namespace, reg)
 	}
 }
+
+// testNamespace keeps the manager, which releases every managed image it does not want when it
+// starts, away from the backend tests that may run at the same time in k8s.io on the shared daemons.
+// (The CRI's view is checked by the backend tests, which must use k8s.io.)
+const testNamespace = "warmd-imagemgr-test"
 
 func newConfig(t *testing.T, b backend, mut func(*config.NodeConfig)) *config.NodeConfig {
 	t.Helper()
 	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: "n1", DataDir: t.TempDir()}
+	cfg.Containerd.Namespace = testNamespace
 	cfg.ImagePull.ResolveInterval = metav1.Duration{Duration: time.Hour}
 	cfg.ImagePull.OnRemove = prefetch.OnRemoveRemove
 	b.configure(t, cfg)

@@ -10,14 +10,14 @@ import (
 )
 
 // CleanupDaemon removes from the shared daemon at socket, when the test ends, every image record in
-// namespace k8s.io that points at something reg served, including the CRI's aliases and digests a
+// namespace ns that points at something reg served, including the CRI's aliases and digests a
 // moved tag left behind, so tests leave the shared daemons as they found them. Register it right
 // after NewRegistry: cleanups run last-registered first, so it runs after the code under test stops.
-func CleanupDaemon(t testing.TB, socket string, reg *Registry) {
+func CleanupDaemon(t testing.TB, socket, ns string, reg *Registry) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		c, err := client.New(socket, client.WithDefaultNamespace("k8s.io"))
+		c, err := client.New(socket, client.WithDefaultNamespace(ns))
 		if err != nil {
 			t.Logf("cleanup: %v", err)
 			return
