@@ -41,6 +41,7 @@ type cacheOptions struct {
 	dataDir    string
 	sku        string
 	configPath string
+	noSync     bool
 }
 
 func (o *cacheOptions) flags(cmd *cobra.Command) {
@@ -61,7 +62,7 @@ func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log 
 		sku = t
 	}
 	return cache.NewManager(cache.Options{DataDir: o.dataDir, SKU: sku, Store: store, Bucket: bucket, Prefix: prefix,
-		Node: os.Getenv("NODE_NAME"), Sync: true, Log: log})
+		Node: os.Getenv("NODE_NAME"), Sync: !o.noSync, Log: log})
 }
 
 func newCacheCommand(s cli.IOStreams) *cobra.Command {
@@ -286,6 +287,10 @@ or to check access.`,
 	}
 	o.flags(cmd)
 	cmd.Flags().StringVar(&o.configPath, "config", "", "NodeConfig file with s3 and compileCache.remote")
+	if dir == "pull" {
+		cmd.Flags().BoolVar(&o.noSync, "no-sync", false, "skip the file-system flush before restored files are renamed into place "+
+			"(faster; a power loss may then leave restored files with missing data — kill -9 still cannot)")
+	}
 	return cmd
 }
 
