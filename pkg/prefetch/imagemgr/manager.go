@@ -78,6 +78,9 @@ type Manager struct {
 	store *state.Store
 	met   *metrics.Images
 
+	// pubMu orders publishes: each takes a fresh snapshot under it, so an older view never
+	// overwrites a newer one in the store or the gauges.
+	pubMu    sync.Mutex
 	mu       sync.Mutex
 	cfg      *config.NodeConfig
 	backend  prefetch.Images
@@ -335,19 +338,27 @@ func (m *Manager) statusLocked() prefetch.ImagesStatus {
 }
 
 func (m *Manager) publish() {
+	m.pubMu.Lock()
+	defer m.pubMu.Unlock()
 	m.mu.Lock()
 	s := m.statusLocked()
 	m.mu.Unlock()
+	if m.met != nil { // gauges first: whoever sees the section sees the gauges it implies
+		counts := map[prefetch.State]int{}
+		for _, im := range s.Images {
+			counts[im.State]++
+		}
+		for _, st := range allStates {
+			m.met.ByState.WithLabelValues(string(st)).Set(float64(counts[st]))
+		}
+	}
 	if m.store != nil {
 		m.store.Publish(state.SectionImages, s)
 	}
-	if m.met != nil {
-		m.met.ByState.Reset()
-		for _, im := range s.Images {
-			m.met.ByState.WithLabelValues(string(im.State)).Inc()
-		}
-	}
 }
+
+var allStates = []prefetch.State{prefetch.StateQueued, prefetch.StateResolving, prefetch.StatePulling,
+	prefetch.StateUnpacking, prefetch.StateReady, prefetch.StateFailed}
 
 // update mutates one entry under the lock and publishes.
 func (m *Manager) update(e *entry, f func(*prefetch.ImageStatus)) {
