@@ -38,6 +38,9 @@ type Options struct {
 	// FailedRetry is the wait after a failed round before the next one. Default 5m (or the resolve
 	// interval when shorter).
 	FailedRetry time.Duration
+	// VerifyInterval is how often a warm image is checked to still be present and pinned (no
+	// registry traffic), so the status never claims an image someone removed. Default 30s.
+	VerifyInterval time.Duration
 	// OnProgress, when set, sees every progress report (the one-shot CLI draws bars from it).
 	OnProgress func(name string, p prefetch.Progress)
 }
@@ -63,6 +66,9 @@ func (o *Options) defaults() {
 	}
 	if o.FailedRetry <= 0 {
 		o.FailedRetry = 5 * time.Minute
+	}
+	if o.VerifyInterval <= 0 {
+		o.VerifyInterval = 30 * time.Second
 	}
 }
 

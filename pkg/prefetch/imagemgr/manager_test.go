@@ -282,6 +282,32 @@ func TestManager(t *testing.T) {
 				}
 			})
 
+			t.Run("an image removed behind warmd's back is pulled again", func(t *testing.T) {
+				reg := imagetest.NewRegistry(t, imagetest.Options{})
+				img := reg.PushRandom(t, "warmd-mgr/yanked:v1", 32<<10, 2)
+				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/yanked:v1")}} })
+				track(t, cfg, reg)
+				h := start(t, cfg, imagemgr.Options{VerifyInterval: 20 * time.Millisecond})
+				st := h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/yanked:v1"), imagetest.Digest(t, img)))
+				im, _ := st.ForRef(reg.Ref("warmd-mgr/yanked:v1"))
+				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bk.Close()
+				removed := time.Now().UTC()
+				if err := bk.Release(t.Context(), im.Name, prefetch.OnRemoveRemove); err != nil {
+					t.Fatal(err)
+				}
+				h.waitFor(t, "ready again after the removal", func(s prefetch.ImagesStatus) bool {
+					im, ok := s.ForRef(reg.Ref("warmd-mgr/yanked:v1"))
+					return ok && ready(im.Ref, imagetest.Digest(t, img))(s) && im.Updated.After(removed) && im.Reason == ""
+				})
+				if l, err := bk.Lookup(t.Context(), im.Name); err != nil || !l.Pinned || !l.Unpacked {
+					t.Errorf("after the re-pull the backend holds %+v (%v)", l, err)
+				}
+			})
+
 			t.Run("removal from the config deletes every ref", func(t *testing.T) {
 				reg := imagetest.NewRegistry(t, imagetest.Options{})
 				reg.PushRandom(t, "warmd-mgr/leaving:v1", 32<<10, 2)

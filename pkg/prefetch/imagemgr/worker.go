@@ -31,17 +31,58 @@ func (m *Manager) worker(ctx context.Context, b prefetch.Images, e *entry) {
 		if ctx.Err() != nil {
 			return
 		}
-		cfg := m.config()
-		wait := cfg.ImagePull.ResolveInterval.Duration
+		wait := m.config().ImagePull.ResolveInterval.Duration
 		if err != nil && !warm(m, e) {
 			wait = min(wait, m.opts.FailedRetry)
 		}
+		if !m.watch(ctx, b, e, wait) {
+			return
+		}
+	}
+}
+
+// watch waits up to wait for the next sync round, checking every VerifyInterval (without the
+// registry) that the warm image is still present, unpacked and pinned: if someone removed or
+// unpinned it, the status stops claiming it at once and the next round starts now. It returns false
+// when ctx ends.
+func (m *Manager) watch(ctx context.Context, b prefetch.Images, e *entry, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		step := min(time.Until(deadline), m.opts.VerifyInterval)
+		if step <= 0 {
+			return true
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-e.wake:
-		case <-time.After(wait):
+			return true
+		case <-time.After(step):
 		}
+		m.mu.Lock()
+		st := e.st
+		m.mu.Unlock()
+		if !st.Warm() {
+			continue
+		}
+		l, err := b.Lookup(ctx, st.Name)
+		if err == nil && l.Digest.String() == st.Digest && l.Pinned && l.Unpacked {
+			continue
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		reason := "the warm image disappeared from the backend"
+		if err == nil {
+			reason = fmt.Sprintf("the backend now holds %s (pinned %v, unpacked %v)", l.Digest, l.Pinned, l.Unpacked)
+		} else if !errors.Is(err, prefetch.ErrNotFound) {
+			reason = "checking the warm image failed: " + err.Error()
+		}
+		m.log.Warn("warm image changed under warmd; pulling again", "image", st.Name, "why", reason)
+		m.update(e, func(s *prefetch.ImageStatus) {
+			s.Digest, s.Pinned, s.State, s.Reason = "", false, prefetch.StateQueued, reason
+		})
+		return true
 	}
 }
 
