@@ -29,7 +29,9 @@ func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progres
 	}
 	src := pr.Repo + "@" + r.Target.Digest.String()
 	ropts := []registry.Opt{registry.WithCredentials(credHelper{b.opts.Registry.Auth})}
-	if dir := b.opts.Registry.HostsDirIfPresent(); dir != "" {
+	// The daemon reads the hosts dir from its own filesystem, so pass it even when warmd's container
+	// does not mount it (containerd ignores a dir that does not exist).
+	if dir := b.opts.Registry.HostsDir; dir != "" {
 		ropts = append(ropts, registry.WithHostDir(dir))
 	}
 	if s := b.opts.Registry.DefaultScheme(pr.Host); s != "" {
