@@ -149,6 +149,15 @@ func (m *Manager) Reconfigure(cfg *config.NodeConfig) {
 	}
 }
 
+// Resync recomputes the wanted images under the current config; call it when Wants' answers
+// changed (the node's labels did) so images of models this node gained or lost follow.
+func (m *Manager) Resync() {
+	select {
+	case m.reconf <- struct{}{}:
+	default:
+	}
+}
+
 // Run implements daemon.Part: it opens the backend (retrying while it is unavailable), keeps every
 // wanted image warm, and reopens the backend when a reload changes how it is reached.
 func (m *Manager) Run(ctx context.Context) error {
