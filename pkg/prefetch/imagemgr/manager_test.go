@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -447,4 +448,20 @@ func TestWanted(t *testing.T) {
 	if got[1].Err == nil || !strings.Contains(got[1].Err.Error(), "not a valid reference") {
 		t.Errorf("bad ref = %+v, want a parse error", got[1])
 	}
+}
+
+// TestResyncFollowsWants: when the node starts wanting a model (its labels changed), Resync makes
+// the model's image warm without a config change.
+func TestResyncFollowsWants(t *testing.T) {
+	reg := imagetest.NewRegistry(t, imagetest.Options{})
+	reg.PushRandom(t, "warmd-mgr/gained:v1", 16<<10, 1)
+	cfg := newConfig(t, backends[2], func(c *config.NodeConfig) {
+		c.Models = []config.Model{{Name: "org/gained", Source: "file:///m/", Image: reg.Ref("warmd-mgr/gained:v1")}}
+	})
+	var wanted atomic.Bool
+	h := start(t, cfg, imagemgr.Options{Wants: func(config.Model) bool { return wanted.Load() }})
+	h.waitFor(t, "backend up with nothing wanted", func(s prefetch.ImagesStatus) bool { return s.Backend.Name != "" && len(s.Images) == 0 })
+	wanted.Store(true)
+	h.m.Resync()
+	h.waitFor(t, "the gained model's image ready", ready(reg.Ref("warmd-mgr/gained:v1"), ""))
 }
