@@ -21,7 +21,7 @@ import (
 type wireArgs struct {
 	Pod       *wirePod         `json:"pod"`
 	Nodes     *corev1.NodeList `json:"nodes"`
-	NodeNames json.RawMessage  `json:"nodenames"`
+	NodeNames nameList         `json:"nodenames"`
 }
 
 type wirePod struct {
@@ -40,14 +40,29 @@ type wirePod struct {
 	} `json:"spec"`
 }
 
+// nameList decodes NodeNames straight from the request bytes encoding/json hands to UnmarshalJSON
+// (a json.RawMessage would copy them first).
+type nameList struct {
+	names []string
+	set   bool
+}
+
+func (n *nameList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	names, err := parseNames(b)
+	if err != nil {
+		return fmt.Errorf("NodeNames: %w", err)
+	}
+	n.names, n.set = names, true
+	return nil
+}
+
 func (w *wireArgs) args() (*extenderv1.ExtenderArgs, error) {
 	a := &extenderv1.ExtenderArgs{Nodes: w.Nodes}
-	if len(w.NodeNames) > 0 && string(w.NodeNames) != "null" {
-		names, err := parseNames(w.NodeNames)
-		if err != nil {
-			return nil, fmt.Errorf("NodeNames: %w", err)
-		}
-		a.NodeNames = &names
+	if w.NodeNames.set {
+		a.NodeNames = &w.NodeNames.names
 	}
 	if w.Pod != nil {
 		p := &corev1.Pod{}
