@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,12 +123,15 @@ func TestBenchExtender(t *testing.T) {
 		post()
 	}
 	lat := make([]time.Duration, nReq)
+	cpu0 := cpuTime(t)
 	for i := range lat {
 		lat[i] = post()
 	}
+	cpu := cpuTime(t) - cpu0
 	slices.Sort(lat)
 	ms := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / 1e6 }
-	t.Logf("source %s; request body %d bytes; %d requests", source, len(body), nReq)
+	t.Logf("source %s; request body %d bytes; %d requests; CPU (client + extender, this process) %.2f ms per request",
+		source, len(body), nReq, float64(cpu)/float64(nReq)/1e6)
 	fmt.Printf("extender: p50 %.2f ms, p99 %.2f ms over %d nodes\n", ms(0.50), ms(0.99), nNodes)
 }
 
@@ -141,4 +145,14 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// cpuTime is this process's user+system CPU time: unlike latency, it does not depend on how busy
+// the machine is.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
