@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // AnnotationKey is the Node annotation holding compact predictions: JSON {model: seconds}.
@@ -72,4 +73,25 @@ func ParseAnnotation(v string) (map[string]float64, error) {
 		}
 	}
 	return m, nil
+}
+
+// Status is what a node reports about its predictions in /v1/status (the readiness section embeds
+// it): every wanted model's prediction with its breakdown, the throughputs used, and how many
+// recorded starts the history held.
+type Status struct {
+	Predictions   []Prediction `json:"predictions,omitempty"`
+	Throughput    Throughput   `json:"throughput"`
+	HistoryStarts int          `json:"historyStarts"`
+}
+
+// PredictAll predicts every situation (one per model this node wants), sorted by model, and returns
+// them with the warmd.io/predicted-ready value for the Node.
+func (p *Predictor) PredictAll(sits []Situation, tp Throughput) (Status, string, error) {
+	st := Status{Throughput: tp, HistoryStarts: len(p.History)}
+	for _, s := range sits {
+		st.Predictions = append(st.Predictions, p.Predict(s, tp))
+	}
+	slices.SortFunc(st.Predictions, func(a, b Prediction) int { return strings.Compare(a.Model, b.Model) })
+	ann, err := Annotation(st.Predictions, 0)
+	return st, ann, err
 }

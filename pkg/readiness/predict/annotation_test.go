@@ -65,3 +65,21 @@ func TestParseAnnotation(t *testing.T) {
 		})
 	}
 }
+
+func TestPredictAll(t *testing.T) {
+	p := &Predictor{}
+	st, ann, err := p.PredictAll([]Situation{
+		{Model: "z/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheHit},
+		{Model: "a/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheMiss},
+	}, Throughput{ImageBytesPerSecond: 1e8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Predictions) != 2 || st.Predictions[0].Model != "a/m" || st.Throughput.ImageBytesPerSecond != 1e8 {
+		t.Errorf("status = %+v", st)
+	}
+	m, err := ParseAnnotation(ann)
+	if err != nil || m["a/m"] != math.Ceil(st.Predictions[0].Seconds) || m["z/m"] != math.Ceil(st.Predictions[1].Seconds) {
+		t.Errorf("annotation %s (%v) does not match %+v", ann, err, st.Predictions)
+	}
+}
