@@ -16,7 +16,7 @@ import (
 
 // bufPool is the bounded pool of copy buffers every download worker shares. Bodies stream through
 // one buffer per worker into WriteAt, so memory is workers × buffer size whatever the object or
-// chunk sizes: 16 workers × 1 MiB = 16 MiB, far under the 256 MiB process target.
+// chunk sizes: 16 workers × 128 KiB = 2 MiB, far under the 256 MiB process target.
 type bufPool struct {
 	size  int
 	ch    chan []byte
