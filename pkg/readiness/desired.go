@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"warmd.io/warmd/pkg/readiness/predict"
 )
 
 // Default caps on what warmd writes, so a fleet with many models cannot grow Node objects without bound.
@@ -79,6 +81,9 @@ func Build(in Input, everWarm bool, statusCap int) Desired {
 	keys := ModelLabelKeys(names)
 	for _, s := range states {
 		d.Labels[keys[s.Name]] = string(s.State)
+	}
+	if in.Predictions.Annotation != "" {
+		d.Annotations[predict.AnnotationKey] = in.Predictions.Annotation
 	}
 	d.Annotations[AnnotationStatus] = statusJSON(StatusSummary{
 		Version: 1, Warm: warm, EverWarm: d.EverWarm, SKU: in.SKU,

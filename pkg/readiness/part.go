@@ -18,6 +18,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -36,6 +37,8 @@ type Status struct {
 	Labels       Labels                `json:"labels,omitempty"`
 	Condition    Condition             `json:"condition"`
 	LastSync     *SyncResult           `json:"lastSync,omitempty"`
+	// Predictions is the time-to-ready prediction per wanted model with its breakdown.
+	Predictions any `json:"predictions,omitempty"`
 }
 
 // Part is the daemon part that keeps the Node current: a NodeWatcher for this node, a Writer, and a
@@ -46,6 +49,7 @@ type Part struct {
 	input   InputFunc
 	watcher *NodeWatcher
 	writer  *Writer
+	metrics *metrics.Readiness
 
 	mu  sync.Mutex
 	cfg *config.NodeConfig
@@ -118,6 +122,7 @@ func NewPart(d daemon.Deps, client kubernetes.Interface, clk clock.WithTicker, i
 	}
 	if m != nil {
 		wo.Metrics = m.Readiness
+		p.metrics = m.Readiness
 	}
 	p.writer = NewWriter(wo)
 	p.watcher.OnNode(p.writer.ObserveNode)
@@ -176,7 +181,9 @@ func (p *Part) loop(ctx context.Context) error {
 			ok, err := ModelWanted(m, labels)
 			return ok && err == nil
 		}
-		p.writer.SetInput(p.input(p.store.Snapshot(), cfg, wants))
+		in := p.input(p.store.Snapshot(), cfg, wants)
+		p.setPredictions(in.Predictions)
+		p.writer.SetInput(in)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -191,6 +198,20 @@ func (p *Part) loop(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// setPredictions exports the predictions as the warmd_predicted_ready_seconds gauge (series of models
+// no longer predicted are dropped) and keeps the detail for the status section.
+func (p *Part) setPredictions(pr Predictions) {
+	if p.metrics != nil {
+		p.metrics.PredictedReady.Reset()
+		for model, s := range pr.Seconds {
+			p.metrics.PredictedReady.WithLabelValues(model).Set(s)
+		}
+	}
+	p.mu.Lock()
+	p.st.Predictions = pr.Detail
+	p.mu.Unlock()
 }
 
 func (p *Part) onSync(r SyncResult) {

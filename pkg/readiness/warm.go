@@ -32,6 +32,17 @@ type Input struct {
 	CompileCacheEnabled bool
 	// Models lists every configured model, wanted by this node or not.
 	Models []ModelInput
+	// Predictions are the predicted seconds from pod start to ready per wanted model, with the value of
+	// the warmd.io/predicted-ready annotation that carries them to the scheduler extender and autoscalers
+	// (pkg/readiness/predict builds both; empty when there is nothing to predict).
+	Predictions Predictions
+}
+
+// Predictions is what readiness publishes about time-to-ready. Detail is shown in /v1/status as is.
+type Predictions struct {
+	Seconds    map[string]float64
+	Annotation string
+	Detail     any
 }
 
 // ModelInput is one model's facts as verified by the parts.

@@ -1,0 +1,130 @@
+package fromstate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/state"
+)
+
+const sku = "nvidia-h100-80gb-hbm3.sm90.cuda12.8.drv570-3f9a1c2e"
+
+func cfg(t *testing.T) *config.NodeConfig {
+	t.Helper()
+	c, err := config.Parse([]byte(`apiVersion: warmd.io/v1alpha1
+kind: NodeConfig
+nodeName: n1
+models:
+- {name: org/a, source: 's3://b/a/', image: 'reg.local/vllm:1'}
+- {name: org/b, source: 's3://b/b/', nodeSelector: {matchLabels: {pool: b}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func snapshot(sections map[string]any) state.Snapshot {
+	return state.Snapshot{Version: 1, Sections: sections}
+}
+
+func gpu() nvml.Status {
+	return nvml.Status{Inventory: nvml.Inventory{Present: true, SKU: sku}, Cacheable: true,
+		Labels: nvml.Labels{"warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+}
+
+func TestEverythingVerifiedIsWarmAndPredicted(t *testing.T) {
+	c := cfg(t)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	total := 66.5
+	snap := snapshot(map[string]any{
+		state.SectionGPU: gpu(),
+		state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
+			State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true, TotalBytes: 9 << 30}}},
+		state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady,
+			SnapshotPath: "/w/snap", BytesTotal: 16 << 30, Started: start, Finished: start.Add(16 * time.Second)}}},
+		state.SectionCache: cache.Status{State: "ready", SKU: sku, Bytes: 1 << 30},
+		state.SectionPhases: phases.Status{Records: []phases.Record{{Model: "org/a", GPUSKU: sku,
+			Result: phases.Result{Outcome: phases.OutcomeReady, CompileCache: phases.CacheHit, TotalSeconds: &total}}}},
+	})
+	in := Input(snap, c, func(m config.Model) bool { return m.NodeSelector == nil })
+	states := readiness.Evaluate(in)
+	if len(states) != 1 || states[0].Name != "org/a" || states[0].State != readiness.StateWarm {
+		t.Fatalf("states = %+v, want org/a warm and org/b not wanted", states)
+	}
+	if in.SKU != sku || !in.CompileCacheEnabled || in.IdentityLabels["warmd.io/gpu.product"] == "" {
+		t.Errorf("gpu facts not carried: %+v", in)
+	}
+	if !in.Models[0].LastStart.CacheHit {
+		t.Error("last start's cache hit lost")
+	}
+	sec, ok := in.Predictions.Seconds["org/a"]
+	if !ok || sec <= 0 {
+		t.Fatalf("no prediction for org/a: %+v", in.Predictions)
+	}
+	if _, ok := in.Predictions.Seconds["org/b"]; ok {
+		t.Error("a model this node does not want got a prediction")
+	}
+	got, err := predict.ParseAnnotation(in.Predictions.Annotation)
+	if err != nil || got["org/a"] < sec-1 || got["org/a"] > sec+1 {
+		t.Errorf("annotation %q does not carry %v s: %v", in.Predictions.Annotation, sec, err)
+	}
+}
+
+func TestFailuresAndGapsAreNotWarm(t *testing.T) {
+	c := cfg(t)
+	tests := []struct {
+		name     string
+		sections map[string]any
+		want     readiness.State
+		reason   string
+	}{
+		{"nothing yet", map[string]any{state.SectionGPU: gpu()}, readiness.StateCold, ""},
+		{"image failed", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
+			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateFailed, Reason: "not found"}}}},
+			readiness.StateFailed, "not found"},
+		{"weights of another revision", map[string]any{state.SectionGPU: gpu(), state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
+			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, readiness.StateCold, ""},
+		{"cache of another SKU", map[string]any{state.SectionGPU: gpu(),
+			state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
+			state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
+			state.SectionCache:   cache.Status{State: "ready", SKU: "other"}}, readiness.StateWeights, ""},
+		{"unpinned image", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
+			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: false}}}}, readiness.StateCold, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			states := readiness.Evaluate(Input(snapshot(tc.sections), c, func(m config.Model) bool { return m.NodeSelector == nil }))
+			if len(states) != 1 || states[0].State != tc.want || !strings.Contains(states[0].Reason, tc.reason) {
+				t.Fatalf("states = %+v, want %s (%q)", states, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+func TestNoGPUNeedsNoCompileCache(t *testing.T) {
+	c := cfg(t)
+	snap := snapshot(map[string]any{
+		state.SectionGPU: nvml.Status{Inventory: nvml.Inventory{SKU: nvml.SKUNone}},
+		state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
+			State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
+		state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
+	})
+	in := Input(snap, c, nil)
+	if in.CompileCacheEnabled || in.SKU != "" {
+		t.Fatalf("a node without a cacheable SKU must not wait for compile caches: %+v", in)
+	}
+	for _, s := range readiness.Evaluate(in) {
+		if s.Name == "org/a" && s.State != readiness.StateWarm {
+			t.Errorf("org/a = %+v, want warm", s)
+		}
+	}
+}
