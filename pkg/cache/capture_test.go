@@ -10,6 +10,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"warmd.io/warmd/pkg/cache/bundle"
 	"warmd.io/warmd/pkg/cache/cachetest"
 )
 
@@ -224,4 +225,19 @@ func watching(w *Watcher, dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestManagerSweepsTempFilesAtStart: temp files a killed restore left behind are removed when the
+// manager opens the tree, so neither pods nor capture ever see them.
+func TestManagerSweepsTempFilesAtStart(t *testing.T) {
+	dir := t.TempDir()
+	m := newManager(t, skuA, nil, "", func(o *Options) { o.DataDir = dir })
+	d := filepath.Join(m.Layout().Dir(ComponentTriton), "KEY")
+	os.MkdirAll(d, 0o755)
+	tmp := filepath.Join(d, ".k.cubin"+bundle.TempMarker+"0011aa")
+	os.WriteFile(tmp, []byte("half"), 0o644)
+	newManager(t, skuA, nil, "", func(o *Options) { o.DataDir = dir })
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("temp file survived the restart: %v", err)
+	}
 }

@@ -8,7 +8,9 @@ import (
 )
 
 // StartReport is what pkg/phases knows about one vLLM start on this node, as far as compile caches
-// go. The daemon wiring turns a phases start record into one of these.
+// go. The daemon wiring turns a phases.Result whose CompileCache is hit or miss into one of these
+// (Time: StartedAt, Compiled: CompileCache == miss, CacheDir: CompileCacheDir, VLLMVersion); starts
+// with the cache disabled or unknown are not reported.
 type StartReport struct {
 	Time time.Time
 	// Compiled is true when the start logged "Compiling a graph …" (torch.compile ran) or built

@@ -193,3 +193,24 @@ func TestRejectsMaliciousBundles(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyEntries: with the bundle digest given, entry digests are trusted unless VerifyEntries is
+// set; either way sizes and paths are checked, and a lying manifest is caught when asked.
+func TestVerifyEntries(t *testing.T) {
+	b := rawBundle(t, []raw{{name: "a.so", typ: tar.TypeReg, data: []byte("tampered"), claim: []byte("original")}}, true)
+	for _, tc := range []struct {
+		name   string
+		verify bool
+		want   error
+	}{
+		{"trusted by the bundle digest", false, nil},
+		{"verified", true, ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Extract(bytes.NewReader(b), t.TempDir(), Options{SHA256: sum(b), VerifyEntries: tc.verify})
+			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

@@ -26,7 +26,7 @@ const (
 	DefaultMaxBytes   = 16 << 30
 	DefaultMaxEntries = 1 << 20
 	maxManifestBytes  = 64 << 20
-	maxWindow         = 1 << 27
+	maxWindow         = 1 << 23 // our writer uses 4 MiB windows; a bigger one only costs memory
 )
 
 // Options bound and check one extraction.
@@ -84,7 +84,8 @@ func Extract(r io.Reader, dest string, o Options) (*Extracted, error) {
 		return nil, fmt.Errorf("open extract dir: %w", err)
 	}
 	defer root.Close()
-	x := &extraction{root: root, o: o, seen: map[string]string{}}
+	x := &extraction{root: root, d: newDirs(root), o: o, seen: map[string]string{}}
+	defer x.d.close()
 	res, err := x.run(r)
 	if err != nil {
 		x.cleanup()
@@ -95,6 +96,7 @@ func Extract(r io.Reader, dest string, o Options) (*Extracted, error) {
 
 type extraction struct {
 	root     *os.Root
+	d        *dirs
 	o        Options
 	files    []pending
 	links    [][2]string // name, target
@@ -243,8 +245,8 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 			return err
 		}
 		tmp := tempName(name)
-		if err := x.root.Link(x.files[i].tmp, tmp); err != nil {
-			return fmt.Errorf("extract %s: %w", name, err)
+		if err := x.d.link(x.files[i].tmp, tmp); err != nil {
+			return err
 		}
 		x.files = append(x.files, pending{tmp: tmp, final: name, size: x.files[i].size, sum: x.files[i].sum})
 		return nil
@@ -264,9 +266,9 @@ func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header) error {
 		mode = 0o755
 	}
 	tmp := tempName(name)
-	f, err := x.root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	f, err := x.d.create(tmp, mode)
 	if err != nil {
-		return fmt.Errorf("extract %s: %w", name, err)
+		return err
 	}
 	x.files = append(x.files, pending{tmp: tmp, final: name, size: hdr.Size})
 	p := &x.files[len(x.files)-1]
@@ -296,20 +298,7 @@ func (x *extraction) mkdirs(dir string) error {
 	if dir == "." || dir == "" {
 		return nil
 	}
-	for _, d := range append(parents(dir), dir) {
-		st, err := x.root.Lstat(d)
-		if err == nil {
-			if !st.IsDir() {
-				return fmt.Errorf("%w: %q exists and is not a dir", ErrCorrupt, d)
-			}
-			continue
-		}
-		if err := x.root.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("extract: %w", err)
-		}
-		x.created = append(x.created, d)
-	}
-	return nil
+	return x.d.mkdir(dir, func(d string) { x.created = append(x.created, d) })
 }
 
 func (x *extraction) matchManifest() error {
@@ -354,63 +343,45 @@ func (x *extraction) commit(res *Extracted) error {
 	}
 	for i := range x.files {
 		p := &x.files[i]
-		st, err := x.root.Lstat(p.final)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := x.root.Rename(p.tmp, p.final); err != nil {
-				return fmt.Errorf("extract %s: %w", p.final, err)
-			}
+		exists, err := x.d.renameNew(p.tmp, p.final)
+		if err != nil {
+			return err
+		}
+		if !exists {
 			p.tmp = ""
 			res.Written++
-		case err != nil:
-			return fmt.Errorf("extract %s: %w", p.final, err)
-		default:
-			if st.Mode().IsRegular() && st.Size() == p.size && x.sameSum(p.final, p.sum) {
-				res.Existing++
-			} else {
-				res.Conflicts = append(res.Conflicts, p.final)
-			}
-			_ = x.root.Remove(p.tmp)
-			p.tmp = ""
-		}
-	}
-	for _, l := range x.links {
-		if _, err := x.root.Lstat(l[0]); err == nil {
-			if t, err := x.root.Readlink(l[0]); err != nil || t != l[1] {
-				res.Conflicts = append(res.Conflicts, l[0])
-			}
 			continue
 		}
-		if err := x.root.Symlink(l[1], l[0]); err != nil {
-			return fmt.Errorf("extract symlink %s: %w", l[0], err)
+		if x.d.sameFile(p.final, p.size, p.sum, x.buf) {
+			res.Existing++
+		} else {
+			res.Conflicts = append(res.Conflicts, p.final)
+		}
+		x.d.remove(p.tmp)
+		p.tmp = ""
+	}
+	for _, l := range x.links {
+		exists, same, err := x.d.symlink(l[1], l[0])
+		if err != nil {
+			return err
+		}
+		if exists && !same {
+			res.Conflicts = append(res.Conflicts, l[0])
 		}
 	}
 	x.created = nil // committed: keep the dirs
 	return nil
 }
 
-func (x *extraction) sameSum(name, sum string) bool {
-	f, err := x.root.Open(name)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := copyBuf(h, f, x.buf); err != nil {
-		return false
-	}
-	return hex.EncodeToString(h.Sum(nil)) == sum
-}
-
 // cleanup removes temp files and the dirs this extraction created (when empty).
 func (x *extraction) cleanup() {
 	for _, p := range x.files {
 		if p.tmp != "" {
-			_ = x.root.Remove(p.tmp)
+			x.d.remove(p.tmp)
 		}
 	}
 	for i := len(x.created) - 1; i >= 0; i-- {
-		_ = x.root.Remove(x.created[i]) // fails, harmlessly, when not empty
+		x.d.rmdir(x.created[i])
 	}
 }
 
