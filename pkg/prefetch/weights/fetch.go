@@ -22,9 +22,10 @@ import (
 
 // stagedFile is one file being fetched: its listing and its preallocated staging file.
 type stagedFile struct {
-	obj  objstore.Object
-	path string
-	fh   *os.File
+	obj    objstore.Object
+	path   string
+	fh     *os.File
+	direct *os.File // O_DIRECT descriptor for aligned writes; nil when off or unsupported
 }
 
 // fetch is one model's download, verification and publish.
@@ -117,6 +118,9 @@ func (f *fetch) run(ctx context.Context) (prefetch.ModelStatus, error) {
 		for _, sf := range f.files {
 			if sf.fh != nil {
 				sf.fh.Close()
+			}
+			if sf.direct != nil {
+				sf.direct.Close()
 			}
 		}
 	}()
@@ -217,6 +221,12 @@ func (f *fetch) preallocate() error {
 				return diskErr(fmt.Errorf("preallocate %s (%d bytes) for %s: %w", sf.path, sf.obj.Size, sf.obj.Key, err))
 			}
 		}
+		if !f.e.opts.BufferedIO && sf.obj.Size >= dioAlign {
+			// EINVAL here means the filesystem has no O_DIRECT (tmpfs): buffered writes then.
+			if d, err := os.OpenFile(sf.path, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
+				sf.direct = d
+			}
+		}
 		for c := int64(0); c*cs < sf.obj.Size; c++ {
 			if f.j.isDone(i, int(c)) {
 				f.done.Add(min(cs, sf.obj.Size-c*cs))
@@ -301,7 +311,7 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 	sf := f.files[t.file]
 	var err error
 	for attempt := 1; attempt <= f.e.opts.ChunkAttempts; attempt++ {
-		cw := &chunkWriter{ctx: ctx, f: sf.fh, off: t.off, pool: f.e.pool, bw: f.e.bw,
+		cw := &chunkWriter{ctx: ctx, f: sf.fh, direct: sf.direct, off: t.off, pool: f.e.pool, bw: f.e.bw,
 			onBytes: func(n int64) { f.done.Add(n); f.e.opts.OnBytes(n) }}
 		var n int64
 		n, err = f.src.GetRange(ctx, sf.obj.Key, t.off, t.n, cw)
