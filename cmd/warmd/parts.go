@@ -1,13 +1,103 @@
 package main
 
-import "warmd.io/warmd/pkg/daemon"
+import (
+	"path/filepath"
+	"strings"
 
-// parts lists, in start order, the capabilities `warmd run` runs.
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/phases/follow"
+	"warmd.io/warmd/pkg/phases/follow/kube"
+	"warmd.io/warmd/pkg/prefetch/imagemgr"
+	"warmd.io/warmd/pkg/prefetch/weights"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/fromstate"
+	"warmd.io/warmd/pkg/state"
+)
+
+// parts lists, in start order, the capabilities `warmd run` runs, and wires what they share: one view
+// of this node's Node (which models it wants), the GPU SKU from the gpu section, and the readiness
+// input built from every part's section.
 func parts() []daemon.PartFactory {
+	view := &readiness.NodeView{}
+	wants := func(m config.Model) bool {
+		if ok, known := view.Wants(m); known {
+			return ok
+		}
+		// Until the Node has been read (or while the API server is away) only models without a
+		// nodeSelector are known to be wanted; selected ones wait rather than fetch what may be undone.
+		ok, err := readiness.ModelWanted(m, nil)
+		return ok && err == nil
+	}
 	return []daemon.PartFactory{
 		newGPUPart,
-		newImagesPart,
-		newWeightsPart,
+		func(d daemon.Deps) (daemon.Part, error) {
+			return imagemgr.New(d, imagemgr.Options{Wants: wants}), nil
+		},
+		func(d daemon.Deps) (daemon.Part, error) {
+			return weights.NewManager(weights.ManagerOptions{Deps: d, Wants: wants})
+		},
 		newCachePart,
+		newPhasesPart,
+		readiness.NewPartFactory(fromstate.Input, view),
+	}
+}
+
+// nodeSKU returns the GPU SKU key the gpu part published, "" until it is known or when it cannot key
+// caches (no GPU, unreadable fields).
+func nodeSKU(store *state.Store) func() string {
+	return func() string {
+		if st, ok := nvml.FromSnapshot(store.Snapshot()); ok && st.Cacheable {
+			return st.Inventory.SKU
+		}
+		return ""
+	}
+}
+
+// newPhasesPart follows vLLM pod logs. With the API server configured it also reads each container's
+// image, start time and image pull from the pod and the kubelet's events.
+func newPhasesPart(d daemon.Deps) (daemon.Part, error) {
+	var lookup follow.ContainerInfoFunc
+	if !d.Config.Readiness.Disabled {
+		rc, err := readiness.RESTConfig(d.Config.Readiness.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		lookup = (&kube.Source{Client: cs}).Lookup
+	}
+	return follow.Part(nodeSKU(d.Store), modelName(d.Config), lookup)(d)
+}
+
+// modelName maps what a vLLM start printed as its model (an org/name id, a path into the HF cache
+// warmd fills, or another path) to a configured model name, so metric labels stay bounded: starts of
+// models warmd does not manage are labelled "unmanaged".
+func modelName(cfg *config.NodeConfig) follow.ModelFunc {
+	names := map[string]string{}
+	for _, m := range cfg.Models {
+		names[m.Name] = m.Name
+		names["models--"+strings.ReplaceAll(m.Name, "/", "--")] = m.Name
+		names[filepath.Base(m.Name)] = m.Name
+	}
+	return func(_, _ string, r phases.Result) string {
+		if n, ok := names[r.Model]; ok {
+			return n
+		}
+		for _, part := range strings.Split(filepath.ToSlash(r.Model), "/") {
+			if n, ok := names[part]; ok && strings.HasPrefix(part, "models--") {
+				return n
+			}
+		}
+		if n, ok := names[filepath.Base(r.Model)]; ok {
+			return n
+		}
+		return "unmanaged"
 	}
 }
