@@ -51,7 +51,7 @@ fails it prints what it could read, lists the failed calls, and exits 1.`,
 			}
 			det, now := o.detector, o.now
 			if det == nil {
-				det = gonvml.New()
+				det = nvml.DetectorFromEnv(gonvml.New())
 			}
 			if now == nil {
 				now = time.Now
@@ -84,6 +84,6 @@ fails it prints what it could read, lists the failed calls, and exits 1.`,
 // the gpu status section and warmd_gpu_* metrics. On nodes without NVML it runs the same way and
 // reports SKU "none".
 func newGPUPart(d daemon.Deps) (daemon.Part, error) {
-	return nvml.NewPart(gonvml.New(), d.Store, d.Metrics.GPU, d.Log.With("part", "gpu"),
+	return nvml.NewPart(nvml.DetectorFromEnv(gonvml.New()), d.Store, d.Metrics.GPU, d.Log.With("part", "gpu"),
 		nvml.PartOptions{GFDLabels: d.Config.GPU.GFDLabels}), nil
 }
