@@ -9,9 +9,15 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"warmd.io/warmd/pkg/cache/bundle"
 )
+
+// captureWorkers bounds bundles packed at once.
+const captureWorkers = 4
 
 // candidate is a complete file not yet in any live bundle.
 type candidate struct {
@@ -39,6 +45,11 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 		m.log.Warn("cannot list files open for writing; relying on the quiet period and size checks", "err", err)
 		writers = nil
 	}
+	// Bundles are packed in parallel: reading, hashing and compressing one chunk is CPU work that
+	// another chunk's file I/O overlaps.
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(captureWorkers)
 	for _, comp := range Components {
 		cands, pending, err := m.scan(comp, writers, false)
 		if err != nil {
@@ -46,21 +57,29 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 		}
 		res.Pending += pending
 		for _, chunk := range m.chunks(cands) {
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
-			rec, err := m.captureChunk(comp, chunk)
-			if errors.Is(err, fs.ErrInvalid) || errors.Is(err, fs.ErrNotExist) {
-				// A file changed or vanished while it was read: not complete after all; next round.
-				m.log.Info("skipping files that changed during capture", "component", comp, "err", err)
-				res.Pending += len(chunk)
-				continue
-			}
-			if err != nil {
-				return res, err
-			}
-			res.Bundles = append(res.Bundles, *rec)
+			g.Go(func() error {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				rec, err := m.captureChunk(comp, chunk)
+				mu.Lock()
+				defer mu.Unlock()
+				if errors.Is(err, fs.ErrInvalid) || errors.Is(err, fs.ErrNotExist) {
+					// A file changed or vanished while it was read: not complete after all; next round.
+					m.log.Info("skipping files that changed during capture", "component", comp, "err", err)
+					res.Pending += len(chunk)
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				res.Bundles = append(res.Bundles, *rec)
+				return nil
+			})
 		}
+	}
+	if err := g.Wait(); err != nil {
+		return res, err
 	}
 	now := m.now()
 	m.mu.Lock()
