@@ -41,6 +41,10 @@ bench-weights bench-images bench-cache bench-extender: build
 	@script=scripts/bench/$(@:bench-%=%).sh; \
 	if [ -x $$script ]; then scripts/with-testenv.sh $$script; else echo "$@: no benchmark yet"; fi
 
+## e2e: only the two-node end-to-end test (make test runs it too)
+e2e:
+	scripts/with-testenv.sh go test -count=1 -v -run TestTwoNodesWarmUp ./test/e2e/
+
 ## soak: long fault loops (e.g. 200 kill -9 resumes)
 soak: build
 	scripts/with-testenv.sh scripts/soak.sh
