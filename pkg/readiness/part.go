@@ -62,8 +62,8 @@ var (
 	_ daemon.Reconfigurable = (*Part)(nil)
 )
 
-// NewPartFactory returns the factory cmd/warmd lists in parts(). The part is off (nil) when
-// readiness.disabled is set. view (may be nil) is filled with the part's NodeWatcher so other parts
+// NewPartFactory returns the factory cmd/warmd lists in parts(). With readiness.disabled set it
+// returns the API-less LocalPart, which evaluates and reports warm state but writes no Node. view (may be nil) is filled with the part's NodeWatcher so other parts
 // can ask whether this node wants a model.
 func NewPartFactory(input InputFunc, view *NodeView) daemon.PartFactory {
 	return func(d daemon.Deps) (daemon.Part, error) {
@@ -71,7 +71,7 @@ func NewPartFactory(input InputFunc, view *NodeView) daemon.PartFactory {
 			if view != nil {
 				view.disabled.Store(true)
 			}
-			return nil, nil
+			return NewLocalPart(d, input), nil
 		}
 		rc, err := RESTConfig(d.Config.Readiness.Kubeconfig)
 		if err != nil {

@@ -131,8 +131,8 @@ func TestNodeViewWithoutAPIServer(t *testing.T) {
 		t.Errorf("before the part exists: wanted=%v known=%v", wanted, known)
 	}
 	part, err := readiness.NewPartFactory(nil, &view)(daemon.Deps{Config: cfg})
-	if err != nil || part != nil {
-		t.Fatalf("disabled readiness built a part: %v, %v", part, err)
+	if _, local := part.(*readiness.LocalPart); err != nil || !local {
+		t.Fatalf("disabled readiness built %T (%v), want the API-less *LocalPart", part, err)
 	}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}}
 	if wanted, known := view.Wants(config.Model{Name: "a/b"}); !wanted || !known {
