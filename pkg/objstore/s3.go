@@ -289,6 +289,10 @@ func (c *S3) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, e
 		}
 		return nil
 	})
+	if errors.Is(err, ErrExists) {
+		// 412 on a resumed read: If-Match failed, the object was replaced mid-read.
+		return written, fmt.Errorf("get s3://%s/%s: the object changed while it was read (ETag no longer %s); read it again", bucket, key, aws.ToString(etag))
+	}
 	if err != nil {
 		return written, fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
 	}

@@ -272,6 +272,3 @@ func (m *Manager) publish(e *Engine, wanted []config.Model) {
 	}
 	m.store.Publish(state.SectionWeights, ws)
 }
-
-// String describes the manager for logs.
-func (m *Manager) String() string { return fmt.Sprintf("weights manager (%s)", m.cfg.DataDir) }
