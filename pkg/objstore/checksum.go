@@ -50,3 +50,96 @@ func CompositeChecksum(alg string, partSums [][]byte) (string, error) {
 	}
 	return fmt.Sprintf("%s-%d", Encode(h.Sum(nil)), len(partSums)), nil
 }
+
+// crcPolys are the reflected polynomials of the CRC algorithms whose values combine.
+var crcPolys = map[string]struct {
+	poly uint64
+	bits int
+}{
+	"CRC32":     {0xedb88320, 32},
+	"CRC32C":    {0x82f63b78, 32},
+	"CRC64NVME": {crc64NVME, 64},
+}
+
+// Combinable reports whether CombineCRC supports alg.
+func Combinable(alg string) bool { _, ok := crcPolys[alg]; return ok }
+
+// CombineCRC returns the checksum of A‖B from the checksums of A and B (big-endian digests as
+// hash.Sum gives them) and B's length, so a file fetched in parallel chunks is verified against the
+// store's full-object CRC without reading it back (zlib's crc32_combine, for 32 and 64 bits).
+func CombineCRC(alg string, sumA, sumB []byte, lenB int64) ([]byte, error) {
+	p, ok := crcPolys[alg]
+	if !ok {
+		return nil, fmt.Errorf("checksum algorithm %q does not combine", alg)
+	}
+	n := p.bits / 8
+	if len(sumA) != n || len(sumB) != n {
+		return nil, fmt.Errorf("%s digests are %d bytes, got %d and %d", alg, n, len(sumA), len(sumB))
+	}
+	a, b := beUint(sumA), beUint(sumB)
+	c := combine(a, b, lenB, p.poly, p.bits)
+	out := make([]byte, n)
+	for i := range n {
+		out[n-1-i] = byte(c >> (8 * i))
+	}
+	return out, nil
+}
+
+func beUint(b []byte) uint64 {
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+func gf2Times(mat []uint64, vec uint64) uint64 {
+	var sum uint64
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(square, mat []uint64) {
+	for n := range mat {
+		square[n] = gf2Times(mat, mat[n])
+	}
+}
+
+func combine(crc1, crc2 uint64, len2 int64, poly uint64, bits int) uint64 {
+	if len2 <= 0 {
+		return crc1
+	}
+	even := make([]uint64, bits)
+	odd := make([]uint64, bits)
+	odd[0] = poly // the operator for one zero bit
+	row := uint64(1)
+	for n := 1; n < bits; n++ {
+		odd[n] = row
+		row <<= 1
+	}
+	gf2Square(even, odd) // two zero bits
+	gf2Square(odd, even) // four zero bits
+	for {
+		gf2Square(even, odd) // first pass: one zero byte
+		if len2&1 != 0 {
+			crc1 = gf2Times(even, crc1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+		gf2Square(odd, even)
+		if len2&1 != 0 {
+			crc1 = gf2Times(odd, crc1)
+		}
+		len2 >>= 1
+		if len2 == 0 {
+			break
+		}
+	}
+	return crc1 ^ crc2
+}
