@@ -91,6 +91,9 @@ type FileVerification struct {
 	Method string `json:"method"`
 	// Digest is what was compared: "<algorithm>:<value>".
 	Digest string `json:"digest,omitempty"`
+	// Streamed: the digest was computed from the bytes as they arrived (chunk CRCs combined), not
+	// by reading the file back.
+	Streamed bool `json:"streamed,omitempty"`
 }
 
 // WeightsStatus is the weights part's section of the node state (state.SectionWeights).

@@ -2,6 +2,7 @@ package weights
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -26,6 +27,10 @@ type stagedFile struct {
 	path   string
 	fh     *os.File
 	direct *os.File // O_DIRECT descriptor for aligned writes; nil when off or unsupported
+	// streamAlg is the store's full-object CRC algorithm for this file, when it has one that
+	// combines: each chunk's CRC is then computed as it streams and journaled, and the file is
+	// verified by combining them instead of reading it back.
+	streamAlg string
 }
 
 // fetch is one model's download, verification and publish.
@@ -142,6 +147,9 @@ func (f *fetch) run(ctx context.Context) (prefetch.ModelStatus, error) {
 
 func (f *fetch) stageAndPublish(ctx context.Context) error {
 	if err := f.preallocate(); err != nil {
+		return err
+	}
+	if err := f.headAll(ctx); err != nil {
 		return err
 	}
 	f.setState(prefetch.StateDownloading)
@@ -313,13 +321,20 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 	for attempt := 1; attempt <= f.e.opts.ChunkAttempts; attempt++ {
 		cw := &chunkWriter{ctx: ctx, f: sf.fh, direct: sf.direct, off: t.off, pool: f.e.pool, bw: f.e.bw,
 			onBytes: func(n int64) { f.done.Add(n); f.e.opts.OnBytes(n) }}
+		if sf.streamAlg != "" {
+			cw.crc, _ = objstore.NewHash(sf.streamAlg)
+		}
 		var n int64
 		n, err = f.src.GetRange(ctx, sf.obj.Key, t.off, t.n, cw)
 		if err == nil && n != t.n {
 			err = fmt.Errorf("got %d of %d bytes", n, t.n)
 		}
 		if err == nil {
-			return f.j.chunkDone(t.file, t.chunk)
+			var crc string
+			if cw.crc != nil {
+				crc = hex.EncodeToString(cw.crc.Sum(nil))
+			}
+			return f.j.chunkDone(t.file, t.chunk, crc)
 		}
 		f.done.Add(-cw.written)
 		if err := diskErr(err); errors.Is(err, ErrDiskFull) {
@@ -334,4 +349,53 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 		}
 	}
 	return fmt.Errorf("fetch %s bytes %d-%d from %s: %w", sf.obj.Key, t.off, t.off+t.n-1, f.src, err)
+}
+
+// headAll asks the store for each file's checksum before the download, so full-object CRCs can be
+// computed while the bytes stream (verification then needs no read-back).
+func (f *fetch) headAll(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range f.files {
+		sf := &f.files[i]
+		if sf.obj.Size == 0 {
+			continue
+		}
+		g.Go(func() error {
+			h, err := f.src.Head(gctx, sf.obj.Key)
+			if err != nil {
+				return fmt.Errorf("head %s: %w", sf.obj.Key, err)
+			}
+			if cs := h.Checksum; cs.Value != "" && !cs.Composite && objstore.Combinable(cs.Algorithm) {
+				sf.streamAlg = cs.Algorithm
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// streamedSum combines the journaled chunk CRCs of file i; ok is false when any chunk lacks one
+// (fetched by an older warmd, or before the store reported the checksum).
+func (f *fetch) streamedSum(i int) (sum []byte, ok bool) {
+	sf := f.files[i]
+	cs := f.e.opts.ChunkSize
+	for c := int64(0); c*cs < sf.obj.Size; c++ {
+		v, ok := f.j.chunkSum(i, int(c))
+		if !ok {
+			return nil, false
+		}
+		part, err := hex.DecodeString(v)
+		if err != nil {
+			return nil, false
+		}
+		if sum == nil {
+			sum = part
+			continue
+		}
+		if sum, err = objstore.CombineCRC(sf.streamAlg, sum, part, min(cs, sf.obj.Size-c*cs)); err != nil {
+			return nil, false
+		}
+	}
+	return sum, sum != nil
 }

@@ -19,7 +19,8 @@ import (
 // what is being fetched (source, files with sizes and ETags, chunk size) — any change discards the
 // staging — then one line per event, appended with O_APPEND:
 //
-//	c <file> <chunk>          chunk written (WriteAt returned)
+//	c <file> <chunk> [<crc>]  chunk written (WriteAt returned), with the chunk's CRC (hex) when the
+//	                          store's checksum of the file is a CRC that combines
 //	r <file>                  file reset (failed verification; its chunks are refetched)
 //	v <file> <method> <digest> file verified
 //
@@ -31,7 +32,7 @@ type journal struct {
 	once     sync.Once
 	f        *os.File
 	lock     *os.File
-	done     map[[2]int]bool
+	done     map[[2]int]string // finished chunks → their CRC (hex) or ""
 	verified map[int]verifiedEntry
 }
 
@@ -74,7 +75,7 @@ func openJournal(dir string, h journalHeader) (j *journal, fresh bool, err error
 	h.Version = 1
 	want, _ := json.Marshal(h)
 	path := filepath.Join(dir, "journal")
-	j = &journal{lock: lock, done: map[[2]int]bool{}, verified: map[int]verifiedEntry{}}
+	j = &journal{lock: lock, done: map[[2]int]string{}, verified: map[int]verifiedEntry{}}
 	if data, err := os.ReadFile(path); err == nil {
 		header, rest, _ := strings.Cut(string(data), "\n")
 		if header == string(want) {
@@ -119,11 +120,11 @@ func (j *journal) replay(rest string) {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
-		case len(f) == 3 && f[0] == "c":
+		case (len(f) == 3 || len(f) == 4) && f[0] == "c":
 			fi, err1 := strconv.Atoi(f[1])
 			ci, err2 := strconv.Atoi(f[2])
 			if err1 == nil && err2 == nil {
-				j.done[[2]int{fi, ci}] = true
+				j.done[[2]int{fi, ci}] = strings.Join(f[3:], "")
 			}
 		case len(f) == 2 && f[0] == "r":
 			if fi, err := strconv.Atoi(f[1]); err == nil {
@@ -145,7 +146,7 @@ func (j *journal) replay(rest string) {
 		// (at worst one chunk is fetched again).
 		i := strings.LastIndexByte(rest, '\n')
 		f := strings.Fields(rest[i+1:])
-		if len(f) == 3 && f[0] == "c" {
+		if len(f) >= 3 && f[0] == "c" {
 			fi, _ := strconv.Atoi(f[1])
 			ci, _ := strconv.Atoi(f[2])
 			delete(j.done, [2]int{fi, ci})
@@ -160,7 +161,16 @@ func (j *journal) replay(rest string) {
 func (j *journal) isDone(file, chunk int) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.done[[2]int{file, chunk}]
+	_, ok := j.done[[2]int{file, chunk}]
+	return ok
+}
+
+// chunkSum returns a finished chunk's CRC (hex), if one was journaled.
+func (j *journal) chunkSum(file, chunk int) (string, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, ok := j.done[[2]int{file, chunk}]
+	return v, ok && v != ""
 }
 
 func (j *journal) append(line string) error {
@@ -172,12 +182,16 @@ func (j *journal) append(line string) error {
 	return nil
 }
 
-func (j *journal) chunkDone(file, chunk int) error {
-	if err := j.append(fmt.Sprintf("c %d %d", file, chunk)); err != nil {
+func (j *journal) chunkDone(file, chunk int, crc string) error {
+	line := fmt.Sprintf("c %d %d", file, chunk)
+	if crc != "" {
+		line += " " + crc
+	}
+	if err := j.append(line); err != nil {
 		return err
 	}
 	j.mu.Lock()
-	j.done[[2]int{file, chunk}] = true
+	j.done[[2]int{file, chunk}] = crc
 	j.mu.Unlock()
 	return nil
 }

@@ -68,7 +68,7 @@ func TestJournal(t *testing.T) {
 				t.Errorf("leftover staging exists=%v; a fresh journal must clear the dir, a resumed one keep it", err == nil)
 			}
 			// New records after a torn line must parse.
-			if err := j.chunkDone(1, 0); err != nil {
+			if err := j.chunkDone(1, 0, ""); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -3,6 +3,7 @@ package weights
 import (
 	"context"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"sync"
@@ -122,6 +123,8 @@ type chunkWriter struct {
 	bw      *bandwidth
 	written int64
 	onBytes func(int64)
+	// crc, when set, hashes the chunk's bytes in order as they are written (see fetch.streamAlg).
+	crc hash.Hash
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -139,6 +142,9 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 			m, err = w.f.WriteAt(p[n:min(len(p), n+bufferedPiece)], off+int64(n))
 			n += m
 		}
+	}
+	if w.crc != nil {
+		w.crc.Write(p[:n])
 	}
 	w.written += int64(n)
 	w.onBytes(int64(n))

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -162,6 +163,10 @@ func TestS3Verification(t *testing.T) {
 					}
 					if fv.Method != want {
 						t.Errorf("%s verified by %s (%s), want %s", fv.Name, fv.Method, fv.Digest, want)
+					}
+					// Full-object CRCs are checked from the streamed chunks, without a read-back.
+					if wantStreamed := fv.Method == prefetch.VerifiedChecksum && fv.Size > 0 && !strings.HasPrefix(fv.Digest, "SHA"); fv.Streamed != wantStreamed {
+						t.Errorf("%s (%s, %d bytes) streamed=%v, want %v", fv.Name, fv.Digest, fv.Size, fv.Streamed, wantStreamed)
 					}
 				}
 			})

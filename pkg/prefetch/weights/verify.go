@@ -47,7 +47,7 @@ func (f *fetch) verifyAll(ctx context.Context) (map[int]error, error) {
 			continue
 		}
 		g.Go(func() error {
-			fv, err := f.verifyFile(gctx, sf, manifest)
+			fv, err := f.verifyFile(gctx, i, manifest)
 			if errors.Is(err, errMismatch) {
 				mu.Lock()
 				bad[i] = err
@@ -107,7 +107,8 @@ func (f *fetch) loadManifest(ctx context.Context) (map[string]string, error) {
 
 // verifyFile checks one staged file with the strongest evidence available: the store's checksum
 // (full-object, or composite part by part), the sha256 manifest, a single-part ETag, else its size.
-func (f *fetch) verifyFile(ctx context.Context, sf stagedFile, manifest map[string]string) (prefetch.FileVerification, error) {
+func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]string) (prefetch.FileVerification, error) {
+	sf := f.files[i]
 	fv := prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: prefetch.VerifiedSize}
 	fi, err := sf.fh.Stat()
 	if err != nil {
@@ -126,14 +127,16 @@ func (f *fetch) verifyFile(ctx context.Context, sf stagedFile, manifest map[stri
 	}
 	if cs := head.Checksum; cs.Value != "" {
 		if !cs.Composite {
-			got, err := hashFile(sf.fh, 0, sf.obj.Size, cs.Algorithm)
-			if err != nil {
-				return fv, err
+			got, streamed := f.streamedSum(i)
+			if !streamed || cs.Algorithm != sf.streamAlg {
+				if got, err = hashFile(sf.fh, 0, sf.obj.Size, cs.Algorithm); err != nil {
+					return fv, err
+				}
 			}
 			if objstore.Encode(got) != cs.Value {
 				return fv, fmt.Errorf("%w: %s %s, store says %s", errMismatch, cs.Algorithm, objstore.Encode(got), cs.Value)
 			}
-			fv.Method, fv.Digest = prefetch.VerifiedChecksum, cs.Algorithm+":"+cs.Value
+			fv.Method, fv.Digest, fv.Streamed = prefetch.VerifiedChecksum, cs.Algorithm+":"+cs.Value, streamed && cs.Algorithm == sf.streamAlg
 			return fv, nil
 		}
 		ok, err := f.verifyComposite(ctx, sf, cs)
