@@ -9,20 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/nvml"
-	"warmd.io/warmd/pkg/state"
 )
 
-func renderGPU(w io.Writer, st *api.RawStatus, now time.Time) error {
-	var g nvml.Status
-	if _, err := st.Section(state.SectionGPU, &g); err != nil {
-		return err
-	}
-	return WriteGPU(w, g, now)
-}
-
-// WriteGPU writes the GPU identity for people; `warmd status` and `warmd gpu` share it. Detection
+// WriteGPU writes the GPU identity for people (`warmd gpu`; `warmd status` shows it in one line). Detection
 // times are shown only when s.Detected is set (the daemon's view).
 func WriteGPU(w io.Writer, s nvml.Status, now time.Time) error {
 	inv := s.Inventory

@@ -8,46 +8,94 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/state"
 )
 
 // SectionRenderer writes one status section for people.
 type SectionRenderer func(w io.Writer, st *api.RawStatus, now time.Time) error
 
-// renderers, in display order. Parts add theirs here.
+// renderers, in display order: what an operator looks at first comes first. The gpu, config, weights
+// and readiness sections are folded into the header and MODELS; `warmd gpu` and -o json show them whole.
 var renderers = []struct {
 	section string
 	render  SectionRenderer
 }{
-	{state.SectionConfig, renderConfig},
-	{state.SectionGPU, renderGPU},
+	{state.SectionReadiness, renderModels},
 	{state.SectionImages, renderImages},
-	{state.SectionWeights, renderWeights},
 	{state.SectionCache, renderCache},
 	{state.SectionPhases, renderPhases},
-	{state.SectionReadiness, renderReadiness},
 }
 
-// Render writes the whole status.
-func Render(w io.Writer, st *api.RawStatus, now time.Time) error {
+// folded are the sections the header and MODELS already show.
+var folded = []string{state.SectionDaemon, state.SectionConfig, state.SectionGPU, state.SectionWeights}
+
+// Options change how the status is drawn.
+type Options struct {
+	// Color marks warm/not warm and problems with ANSI colours (only on a terminal).
+	Color bool
+}
+
+// Render writes the whole status: a header (node, GPU SKU, warm or not, uptime), one section per
+// part, and the problems an operator has to act on.
+func Render(w io.Writer, st *api.RawStatus, now time.Time, o Options) error {
 	var d daemon.DaemonStatus
 	if _, err := st.Section(state.SectionDaemon, &d); err != nil {
 		return err
 	}
+	paint := func(code, s string) string {
+		if !o.Color {
+			return s
+		}
+		return "\x1b[" + code + "m" + s + "\x1b[0m"
+	}
 	up := now.Sub(d.Started).Truncate(time.Second)
-	fmt.Fprintf(w, "Node:    %s\n", d.NodeName)
-	fmt.Fprintf(w, "Daemon:  warmd %s, pid %d, up %s%s\n", d.Version, d.PID, up, map[bool]string{true: " (stopping)"}[d.Stopping])
+	stopping := ""
+	if d.Stopping {
+		stopping = ", stopping"
+	}
+	fmt.Fprintf(w, "Node:    %s (warmd %s, pid %d, up %s%s)\n", d.NodeName, d.Version, d.PID, up, stopping)
+	var g nvml.Status
+	if ok, _ := st.Section(state.SectionGPU, &g); ok {
+		fmt.Fprintf(w, "GPU:     %s\n", gpuLine(g))
+	}
+	var r readiness.Status
+	if ok, _ := st.Section(state.SectionReadiness, &r); ok {
+		warm := 0
+		for _, m := range r.Models {
+			if m.State == readiness.StateWarm {
+				warm++
+			}
+		}
+		verdict := paint("1;31", "NO")
+		if r.Warm {
+			verdict = paint("1;32", "yes")
+		}
+		where := "Node " + r.Node
+		switch {
+		case r.LastSync == nil && !r.NodeKnown:
+			where = "not published (readiness disabled or Node not read yet)"
+		case r.LastSync != nil && r.LastSync.Error == "":
+			where += " in sync"
+		}
+		fmt.Fprintf(w, "Warm:    %s (%d/%d models warm; %s)\n", verdict, warm, len(r.Models), where)
+	} else {
+		fmt.Fprintln(w, "Warm:    unknown (no readiness yet)")
+	}
 	fmt.Fprintf(w, "Config:  %s (reloads: %d", d.ConfigFile, d.Reloads)
 	if d.LastReload != nil && !d.LastReload.Applied {
-		fmt.Fprintf(w, "; last change REJECTED at %s: %s", d.LastReload.Time.Format(time.RFC3339), firstLine(d.LastReload.Error))
+		fmt.Fprintf(w, "; last change %s at %s", paint("1;31", "REJECTED"), d.LastReload.Time.Format(time.RFC3339))
 	}
 	fmt.Fprintln(w, ")")
-	known := map[string]bool{state.SectionDaemon: true}
+	known := map[string]bool{}
+	for _, f := range folded {
+		known[f] = true
+	}
 	for _, r := range renderers {
 		known[r.section] = true
 		if _, ok := st.Sections[r.section]; !ok {
@@ -58,6 +106,8 @@ func Render(w io.Writer, st *api.RawStatus, now time.Time) error {
 			return err
 		}
 	}
+	fmt.Fprintln(w)
+	renderProblems(w, st)
 	var other []string
 	for name := range st.Sections {
 		if !known[name] {
@@ -71,24 +121,25 @@ func Render(w io.Writer, st *api.RawStatus, now time.Time) error {
 	return nil
 }
 
-func renderConfig(w io.Writer, st *api.RawStatus, _ time.Time) error {
-	var c daemon.ConfigSummary
-	if _, err := st.Section(state.SectionConfig, &c); err != nil {
-		return err
+// gpuLine is the GPU inventory in one line: count, product, SKU key.
+func gpuLine(g nvml.Status) string {
+	inv := g.Inventory
+	if !inv.Present {
+		return fmt.Sprintf("none (%s); SKU %s, compile caches not keyed", orDash(inv.Reason), orDash(inv.SKU))
 	}
-	fmt.Fprintf(w, "CONFIGURED (data dir %s, image backend %s)\n", c.DataDir, c.Backend)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  MODEL\tREVISION\tSOURCE\tIMAGE")
-	for _, m := range c.Models {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.Name, m.Revision, m.Source, orDash(m.Image))
+	products := map[string]int{}
+	var order []string
+	for _, dev := range inv.Devices {
+		if products[dev.Product] == 0 {
+			order = append(order, dev.Product)
+		}
+		products[dev.Product]++
 	}
-	if len(c.Models) == 0 {
-		fmt.Fprintln(tw, "  (no models configured)\t\t\t")
+	parts := make([]string, 0, len(order))
+	for _, p := range order {
+		parts = append(parts, fmt.Sprintf("%d× %s", products[p], p))
 	}
-	for _, im := range c.Images {
-		fmt.Fprintf(tw, "  image\t\t%s\t\n", im)
-	}
-	return tw.Flush()
+	return fmt.Sprintf("%s, SKU %s", strings.Join(parts, " + "), inv.SKU)
 }
 
 func orDash(s string) string {

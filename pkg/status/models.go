@@ -1,0 +1,112 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/state"
+)
+
+// readinessView is the readiness section with its predictions decoded.
+type readinessView struct {
+	readiness.Status
+	Predictions predict.Status `json:"predictions"`
+}
+
+// renderModels writes one row per model this node wants: its warm state, the weights' progress (a bar
+// while downloading, with rate and ETA), the predicted seconds from pod start to ready, and the path to
+// give vLLM; then what each model still lacks.
+func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
+	var r readinessView
+	if _, err := st.Section(state.SectionReadiness, &r); err != nil {
+		return err
+	}
+	var ws prefetch.WeightsStatus
+	if _, err := st.Section(state.SectionWeights, &ws); err != nil {
+		return err
+	}
+	pred := map[string]float64{}
+	for _, p := range r.Predictions.Predictions {
+		pred[p.Model] = p.Seconds
+	}
+	names := make([]string, 0, len(r.Models))
+	for n := range r.Models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	budget := "no budget"
+	if ws.BudgetBytes > 0 {
+		budget = "budget " + sizeStr(ws.BudgetBytes)
+	}
+	fmt.Fprintf(w, "MODELS (weights in %s: %s used, %s)\n", orDash(ws.CacheRoot), sizeStr(ws.UsedBytes), budget)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  MODEL\tSTATE\tWEIGHTS\tRATE\tETA\tREADY IN\tPATH")
+	for _, n := range names {
+		m := r.Models[n]
+		weights, rate, eta, path := "-", "-", "-", "-"
+		if wm, ok := ws.Model(n); ok {
+			weights = progress(wm)
+			if wm.State == prefetch.StateDownloading && wm.BytesPerSecond > 0 {
+				rate = fmt.Sprintf("%s/s", sizeStr(int64(wm.BytesPerSecond)))
+				eta = (time.Duration(wm.ETASeconds) * time.Second).String()
+			}
+			path = orDash(wm.SnapshotPath)
+		}
+		ready := "-"
+		if s, ok := pred[n]; ok {
+			ready = fmt.Sprintf("%.0fs", math.Ceil(s))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", n, m.State, weights, rate, eta, ready, path)
+	}
+	if len(names) == 0 {
+		fmt.Fprintln(tw, "  (no model selects this node)\t\t\t\t\t\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		m := r.Models[n]
+		if m.State != readiness.StateWarm && m.State != readiness.StateFailed && len(m.Missing) > 0 {
+			fmt.Fprintf(w, "  %s needs: %s\n", n, strings.Join(m.Missing, "; "))
+		}
+	}
+	return nil
+}
+
+// progress is the weights' bytes as a 20-cell bar while downloading, else bytes and state.
+func progress(m prefetch.ModelStatus) string {
+	if m.BytesTotal <= 0 {
+		return string(m.State)
+	}
+	pct := m.BytesDone * 100 / m.BytesTotal
+	if m.State == prefetch.StateReady {
+		return fmt.Sprintf("%s verified", sizeStr(m.BytesTotal))
+	}
+	const cells = 20
+	full := int(m.BytesDone * cells / m.BytesTotal)
+	return fmt.Sprintf("[%s%s] %3d%% %s/%s %s", strings.Repeat("#", full), strings.Repeat(".", cells-full), pct,
+		sizeStr(m.BytesDone), sizeStr(m.BytesTotal), m.State)
+}
+
+// sizeStr is n bytes in binary units (KiB, MiB, …).
+func sizeStr(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
