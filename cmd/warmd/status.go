@@ -33,7 +33,9 @@ type statusOptions struct {
 // errNotWarm is --check's answer when the node is not warm (exit 1).
 var errNotWarm = errors.New("node is not warm")
 
-func newStatusCommand(s cli.IOStreams) *cobra.Command { return newStatusCommandWith(s, statusOptions{}) }
+func newStatusCommand(s cli.IOStreams) *cobra.Command {
+	return newStatusCommandWith(s, statusOptions{})
+}
 
 func newStatusCommandWith(s cli.IOStreams, o statusOptions) *cobra.Command {
 	cmd := &cobra.Command{

@@ -94,7 +94,7 @@ func TestFailuresAndGapsAreNotWarm(t *testing.T) {
 		{"weights of another revision", map[string]any{state.SectionGPU: gpu(), state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
 			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, readiness.StateCold, ""},
 		{"cache of another SKU", map[string]any{state.SectionGPU: gpu(),
-			state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
+			state.SectionImages:  prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
 			state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
 			state.SectionCache:   cache.Status{State: "ready", SKU: "other"}}, readiness.StateWeights, ""},
 		{"unpinned image", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
