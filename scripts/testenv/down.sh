@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # down.sh stops what up.sh started (by PID), and any kube-apiserver/etcd that envtest left behind
-# when a test binary was killed (found by their executable living in the test bin dir).
+# when a test binary was killed (their executable is in the test bin dir and their data under this
+# run's TMPDIR).
 # Usage: down.sh <envfile>
 set -u
 envfile=$1
@@ -24,7 +25,11 @@ for name in kube-apiserver etcd; do
   for exe in /proc/[0-9]*/exe; do
     t=$(readlink "$exe" 2>/dev/null) || continue
     [ "$t" = "$KUBEBUILDER_ASSETS/$name" ] || continue
-    p=${exe#/proc/}; left+=("${p%/exe}")
+    p=${exe#/proc/}; p=${p%/exe}
+    # Only this run's: envtest puts their dirs under this run's TMPDIR. Another run sharing the
+    # binaries (a developer's `make testenv`, a second checkout) keeps its servers.
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "$WARMD_TESTENV_DIR/" || continue
+    left+=("$p")
   done
   [ ${#left[@]} -gt 0 ] && { echo "testenv: stopping ${#left[@]} leftover $name" >&2; stop_pids "${left[@]}"; }
 done
