@@ -69,7 +69,8 @@ type EvictResult struct {
 }
 
 // Evict removes the files of least-recently-used bundles until the tree fits the budget. Bundles
-// under a tree InUse reports are skipped; a file another live bundle also holds stays.
+// under a tree InUse reports, and bundles used within MinIdle, are skipped; a file another live
+// bundle also holds stays.
 func (m *Manager) Evict() (EvictResult, error) {
 	var res EvictResult
 	if m.o.Budget <= 0 {
@@ -106,7 +107,7 @@ func (m *Manager) Evict() (EvictResult, error) {
 		if used <= m.o.Budget {
 			break
 		}
-		if slices.ContainsFunc(inUse, r.Under) {
+		if slices.ContainsFunc(inUse, r.Under) || now.Sub(r.LastUsed) < m.o.MinIdle {
 			continue
 		}
 		freed := m.removeFiles(r)

@@ -37,6 +37,7 @@ func TestEvictionHonoursInUseTrees(t *testing.T) {
 	store := objstore.NewMemory()
 	m := newManager(t, skuA, store, "cache-evict", func(o *Options) {
 		o.Budget = 250 << 10
+		o.MinIdle = 30 * time.Second
 		o.Now = func() time.Time { return clock }
 		o.InUse = func() []string { return inUse }
 	})
@@ -51,9 +52,11 @@ func TestEvictionHonoursInUseTrees(t *testing.T) {
 	if _, err := m.Upload(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A pod started with model b recently; model a's pod is still running (in use) but started long ago.
+	// A pod started with model b a minute ago; model a's pod is still running (in use) but started
+	// long ago; c, captured two minutes ago and not used since, is the one to go.
 	m.MarkUsed("vllm/torch_compile_cache/bbbbbbbbbb", clock)
 	inUse = []string{"vllm/torch_compile_cache/aaaaaaaaaa"}
+	clock = clock.Add(time.Minute)
 
 	res, err := m.Evict()
 	if err != nil {

@@ -27,6 +27,10 @@ type Options struct {
 	Budget int64
 	// EvictHold keeps an evicted bundle from being restored again this long. Default 6h.
 	EvictHold time.Duration
+	// MinIdle protects bundles used (captured, restored, MarkUsed) this recently from eviction even
+	// when InUse does not name them: without a source of running pods' trees, recent use is the best
+	// sign a pod still needs them. Default 1h.
+	MinIdle time.Duration
 	// Concurrency bounds parallel bundle downloads and uploads. Default 8.
 	Concurrency int
 	// BundleBytes and BundleFiles bound one captured bundle, so restores run in parallel and one bad
@@ -99,6 +103,9 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 8
+	}
+	if o.MinIdle <= 0 {
+		o.MinIdle = time.Hour
 	}
 	if o.BundleBytes <= 0 {
 		o.BundleBytes = 64 << 20
