@@ -101,10 +101,19 @@ func ceiling(ctx context.Context, c *s3.Client, bucket string, conc int, chunk i
 				rng := fmt.Sprintf("bytes=%d-%d", t.off, t.off+t.len-1)
 				out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &t.key, Range: &rng})
 				if err == nil {
-					var m int64
-					m, err = io.CopyBuffer(io.Discard, out.Body, buf)
+					// A plain read loop: io.Copy into io.Discard would use Discard's own 8 KiB
+					// ReadFrom buffers and understate the ceiling.
+					for {
+						n, rerr := out.Body.Read(buf)
+						total.Add(int64(n))
+						if rerr != nil {
+							if rerr != io.EOF {
+								err = rerr
+							}
+							break
+						}
+					}
 					out.Body.Close()
-					total.Add(m)
 				}
 				if err != nil {
 					mu.Lock()
