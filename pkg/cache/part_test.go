@@ -97,8 +97,9 @@ func TestPartCapturesUploadsAndReports(t *testing.T) {
 	// Another node of the same SKU restores the bundle at start.
 	p2, st2, _, dataDir2 := newTestPart(t, store, func() string { return skuA })
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go p2.Run(ctx2)
+	done2 := make(chan error, 1)
+	go func() { done2 <- p2.Run(ctx2) }()
+	defer func() { cancel2(); <-done2 }() // stop before TempDir cleanup removes its tree
 	waitStatus(t, st2, "restore on the second node", func(s Status) bool { return s.Restored == 1 && s.State == "ready" })
 	if b, err := os.ReadFile(filepath.Join(dataDir2, "compile-cache", skuA, "flashinfer/.cache/flashinfer/0.4.1/90a/cached_ops/op/op.so")); err != nil || len(b) != 300<<10 {
 		t.Fatalf("second node's restored op.so: %d bytes, %v", len(b), err)
