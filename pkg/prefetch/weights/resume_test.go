@@ -68,7 +68,9 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 	env := newS3Env(t)
 	m := newFakeModel(5, 9<<20+5, 7<<20+3, 4<<20+1)
-	m.writeDir(t, filepath.Join(env.dir, "m"))
+	// Uploaded with CRC32C checksums: resumes then also depend on the journaled chunk CRCs
+	// combining into the store's checksum (a wrong one fails the child's verification).
+	m.put(t, env.store(t, "", ""), env.bucket, "m/", objstore.PutOptions{ChecksumAlgorithm: "CRC32C"})
 	proxy, err := faultproxy.Start(env.Endpoint)
 	if err != nil {
 		t.Fatal(err)
