@@ -17,24 +17,14 @@ import (
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
-	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/objstore"
-	"warmd.io/warmd/pkg/state"
 )
 
-// newCachePart is the compile-cache part's factory. Its SKU comes from the gpu part's published
-// section, so caches start once NVML identified a cacheable SKU and follow it if it changes.
-func newCachePart(d daemon.Deps) (daemon.Part, error) {
-	p, err := cache.NewPart(d, cache.PartOptions{SKU: func() string {
-		if st, ok := d.Store.Get(state.SectionGPU).(nvml.Status); ok && st.Cacheable {
-			return st.Inventory.SKU
-		}
-		return ""
-	}})
-	if p == nil || err != nil {
-		return nil, err
-	}
-	return p, nil
+// newCachePart builds the compile-cache part (nil when compile caches are off). Its SKU comes from the
+// gpu part's published section, so caches start once NVML identified a cacheable SKU and follow it if
+// it changes.
+func newCachePart(d daemon.Deps) (*cache.Part, error) {
+	return cache.NewPart(d, cache.PartOptions{SKU: nodeSKU(d.Store), RestoreInterval: d.Config.CompileCache.RestoreInterval.Duration})
 }
 
 type cacheOptions struct {

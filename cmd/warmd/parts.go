@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/nvml"
@@ -24,6 +25,7 @@ import (
 // input built from every part's section.
 func parts() []daemon.PartFactory {
 	view := &readiness.NodeView{}
+	var compileCache *cache.Part
 	wants := func(m config.Model) bool {
 		if ok, known := view.Wants(m); known {
 			return ok
@@ -41,8 +43,21 @@ func parts() []daemon.PartFactory {
 		func(d daemon.Deps) (daemon.Part, error) {
 			return weights.NewManager(weights.ManagerOptions{Deps: d, Wants: wants})
 		},
-		newCachePart,
+		func(d daemon.Deps) (daemon.Part, error) {
+			p, err := newCachePart(d)
+			if p == nil || err != nil {
+				return nil, err
+			}
+			compileCache = p
+			return p, nil
+		},
 		newPhasesPart,
+		func(d daemon.Deps) (daemon.Part, error) { // after both: hits and misses of recorded starts
+			if compileCache == nil {
+				return nil, nil
+			}
+			return &cache.StartsBridge{Store: d.Store, Cache: compileCache}, nil
+		},
 		readiness.NewPartFactory(fromstate.Input, view),
 	}
 }

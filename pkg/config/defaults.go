@@ -56,6 +56,7 @@ func (c *NodeConfig) Default() {
 	}
 	setDur(&c.Weights.InUseWindow, 10*time.Minute)
 	setDur(&c.CompileCache.QuietPeriod, 60*time.Second)
+	setDur(&c.CompileCache.RestoreInterval, 10*time.Minute)
 	setStr(&c.Phases.PodLogDir, DefaultPodLogDir)
 	setInt(&c.Phases.Keep, 200)
 	setDur(&c.Readiness.Resync, 5*time.Minute)

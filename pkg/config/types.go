@@ -101,6 +101,9 @@ type CompileCache struct {
 	Remote string `json:"remote,omitempty"`
 	// QuietPeriod without writes before new cache entries are captured. Default 60s.
 	QuietPeriod metav1.Duration `json:"quietPeriod,omitempty"`
+	// RestoreInterval is how often the SKU's shared index is read for bundles other nodes captured
+	// (a restore also runs at every start). Default 10m.
+	RestoreInterval metav1.Duration `json:"restoreInterval,omitempty"`
 	// Budget caps the bytes of compile caches on the node. Zero: no cap.
 	Budget resource.Quantity `json:"budget,omitempty"`
 }

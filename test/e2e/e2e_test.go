@@ -215,7 +215,9 @@ api: {listen: '127.0.0.1:0'}
 			return false, err.Error()
 		}
 		ph, _ := section[phases.Status](t, st, state.SectionPhases)
-		return len(ph.Records) > 0 && ph.Records[0].Result.CompileCache == phases.CacheHit, fmt.Sprintf("%+v", ph.Records)
+		cs, _ := section[cache.Status](t, st, state.SectionCache)
+		hit := len(ph.Records) > 0 && ph.Records[0].Result.CompileCache == phases.CacheHit
+		return hit && cs.Hits > 0, fmt.Sprintf("records %+v, cache hits %d", ph.Records, cs.Hits)
 	})
 
 	// 4. B's prediction dropped with the restore; the extender prefers B over the cold node C.
