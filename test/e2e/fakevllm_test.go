@@ -85,11 +85,11 @@ func replayCRI(t *testing.T, src, dst string) {
 func writeCompileCaches(t *testing.T, graphDir string, env map[string]string) {
 	t.Helper()
 	files := map[string]string{
-		filepath.Join(graphDir, "computation_graph.py"):                                         "# graph\n",
-		filepath.Join(graphDir, "vllm_compile_cache.py"):                                        "{}\n",
+		filepath.Join(graphDir, "computation_graph.py"):                                          "# graph\n",
+		filepath.Join(graphDir, "vllm_compile_cache.py"):                                         "{}\n",
 		filepath.Join(env["TORCHINDUCTOR_CACHE_DIR"], "fxgraph", "ab", "fabc123", "fxgraph.pkl"): strings.Repeat("i", 4096),
-		filepath.Join(env["TRITON_CACHE_DIR"], "Q2HASHAAA", "triton_poi_fused_0.json"):         `{"name":"triton_poi_fused_0"}`,
-		filepath.Join(env["TRITON_CACHE_DIR"], "Q2HASHAAA", "triton_poi_fused_0.cubin"):        strings.Repeat("c", 8192),
+		filepath.Join(env["TRITON_CACHE_DIR"], "Q2HASHAAA", "triton_poi_fused_0.json"):           `{"name":"triton_poi_fused_0"}`,
+		filepath.Join(env["TRITON_CACHE_DIR"], "Q2HASHAAA", "triton_poi_fused_0.cubin"):          strings.Repeat("c", 8192),
 		filepath.Join(env["FLASHINFER_WORKSPACE_BASE"], ".cache", "flashinfer", "0.3.1", "90a", "cached_ops",
 			"batch_prefill", "batch_prefill.so"): strings.Repeat("s", 65536),
 	}
