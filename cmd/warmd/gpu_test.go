@@ -108,7 +108,7 @@ func TestRunPublishesGPUSection(t *testing.T) {
 		t.Errorf("gpu section %+v", g)
 	}
 	table, err := warmd(t, "status", "--data-dir", dir).Output()
-	if err != nil || !strings.Contains(string(table), "SKU key: "+g.Inventory.SKU) {
+	if err != nil || !strings.Contains(string(table), "GPU:") || !strings.Contains(string(table), "SKU "+g.Inventory.SKU) {
 		t.Errorf("status table lacks the GPU section (%v):\n%s", err, table)
 	}
 }

@@ -58,6 +58,7 @@ func TestStatusGolden(t *testing.T) {
 		t.Run(tc.golden, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			cmd := newStatusCommandWith(cli.IOStreams{Out: &out, ErrOut: &errOut}, statusOptions{now: func() time.Time { return now }})
+			cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under the root command
 			cmd.SetArgs(append([]string{"--socket", serveStatus(t, tc.fixture)}, tc.args...))
 			err := cmd.Execute()
 			code := 0
