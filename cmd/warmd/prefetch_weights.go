@@ -18,17 +18,10 @@ import (
 
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
-	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 )
-
-// newWeightsPart is the weights daemon part. Every configured model is wanted and no pod is known to
-// use one until the node-selector and pod wiring pass Wants and InUse funcs.
-func newWeightsPart(d daemon.Deps) (daemon.Part, error) {
-	return weights.NewManager(weights.ManagerOptions{Deps: d})
-}
 
 type prefetchWeightsOptions struct {
 	configPath string
