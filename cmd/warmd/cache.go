@@ -144,7 +144,7 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 				return cli.PrintObject(s.Out, output, recs)
 			}
 			st := cache.Snapshot(m, "", "")
-			fmt.Fprintf(s.Out, "SKU %s: %s in %s, %d bundles\n", st.SKU, cacheBytes(st.Bytes), st.Root, st.BundlesLocal)
+			fmt.Fprintf(s.Out, "SKU %s: %s in %s, %d bundles\n", st.SKU, cli.Bytes(st.Bytes), st.Root, st.BundlesLocal)
 			tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUNDLE\tCOMPONENT\tFILES\tBYTES\tORIGIN\tLAST USED\tSTATE\tVERSIONS")
 			for _, r := range recs {
@@ -156,7 +156,7 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 					state = "shared"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.SHA256[:12], r.Manifest.Component, len(r.Manifest.Entries),
-					cacheBytes(r.Manifest.Bytes), r.Origin, r.LastUsed.Format(time.RFC3339), state, versionsText(r.Manifest.Versions))
+					cli.Bytes(r.Manifest.Bytes), r.Origin, r.LastUsed.Format(time.RFC3339), state, versionsText(r.Manifest.Versions))
 			}
 			return tw.Flush()
 		},
@@ -323,17 +323,4 @@ func versionsText(v map[string][]string) string {
 		out = append(out[:3], "…")
 	}
 	return fmt.Sprint(out)
-}
-
-func cacheBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

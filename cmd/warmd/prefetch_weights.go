@@ -314,7 +314,7 @@ func (wp *weightsProgress) finish() {
 }
 
 func progressLine(st prefetch.ModelStatus) string {
-	line := fmt.Sprintf("%s / %s", humanBytes(st.BytesDone), humanBytes(st.BytesTotal))
+	line := fmt.Sprintf("%s / %s", cli.Bytes(st.BytesDone), cli.Bytes(st.BytesTotal))
 	if st.BytesPerSecond > 0 {
 		line += fmt.Sprintf(", %s, ETA %s", rateStr(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
 	}
@@ -322,19 +322,6 @@ func progressLine(st prefetch.ModelStatus) string {
 		line += ": " + st.Reason
 	}
 	return line
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func printWeightsSummary(s cli.IOStreams, results []prefetch.ModelStatus) {
@@ -349,7 +336,7 @@ func printWeightsSummary(s cli.IOStreams, results []prefetch.ModelStatus) {
 		if snap == "" {
 			snap = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Model, st.Revision, st.State, humanBytes(st.BytesTotal), dur, verifiedSummary(st.Files), snap)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Model, st.Revision, st.State, cli.Bytes(st.BytesTotal), dur, verifiedSummary(st.Files), snap)
 	}
 	tw.Flush()
 	for _, st := range results {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/state"
 )
@@ -61,7 +62,7 @@ func WriteImages(w io.Writer, s prefetch.ImagesStatus, now time.Time) error {
 func imageState(im prefetch.ImageStatus) string {
 	switch im.State {
 	case prefetch.StatePulling:
-		s := fmt.Sprintf("pulling layer %d/%d (%s / %s)", im.Layer, im.Layers, imageBytes(im.Bytes), imageBytes(im.TotalBytes))
+		s := fmt.Sprintf("pulling layer %d/%d (%s / %s)", im.Layer, im.Layers, cli.Bytes(im.Bytes), cli.Bytes(im.TotalBytes))
 		if im.Attempt > 1 {
 			s += fmt.Sprintf(", attempt %d", im.Attempt)
 		}
@@ -82,17 +83,4 @@ func imageShortDigest(d string) string {
 		return d[:len(d)-len(hex)] + hex[:12]
 	}
 	return orDash(d)
-}
-
-func imageBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/predict"
@@ -45,9 +46,9 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 	slices.Sort(names)
 	budget := "no budget"
 	if ws.BudgetBytes > 0 {
-		budget = "budget " + sizeStr(ws.BudgetBytes)
+		budget = "budget " + cli.Bytes(ws.BudgetBytes)
 	}
-	fmt.Fprintf(w, "MODELS (weights in %s: %s used, %s)\n", orDash(ws.CacheRoot), sizeStr(ws.UsedBytes), budget)
+	fmt.Fprintf(w, "MODELS (weights in %s: %s used, %s)\n", orDash(ws.CacheRoot), cli.Bytes(ws.UsedBytes), budget)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  MODEL\tSTATE\tWEIGHTS\tRATE\tETA\tREADY IN\tPATH")
 	for _, n := range names {
@@ -56,7 +57,7 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 		if wm, ok := ws.Model(n); ok {
 			weights = progress(wm)
 			if wm.State == prefetch.StateDownloading && wm.BytesPerSecond > 0 {
-				rate = fmt.Sprintf("%s/s", sizeStr(int64(wm.BytesPerSecond)))
+				rate = fmt.Sprintf("%s/s", cli.Bytes(int64(wm.BytesPerSecond)))
 				eta = (time.Duration(wm.ETASeconds) * time.Second).String()
 			}
 			path = orDash(wm.SnapshotPath)
@@ -89,24 +90,10 @@ func progress(m prefetch.ModelStatus) string {
 	}
 	pct := m.BytesDone * 100 / m.BytesTotal
 	if m.State == prefetch.StateReady {
-		return fmt.Sprintf("%s verified", sizeStr(m.BytesTotal))
+		return fmt.Sprintf("%s verified", cli.Bytes(m.BytesTotal))
 	}
 	const cells = 20
 	full := int(m.BytesDone * cells / m.BytesTotal)
 	return fmt.Sprintf("[%s%s] %3d%% %s/%s %s", strings.Repeat("#", full), strings.Repeat(".", cells-full), pct,
-		sizeStr(m.BytesDone), sizeStr(m.BytesTotal), m.State)
-}
-
-// sizeStr is n bytes in binary units (KiB, MiB, …).
-func sizeStr(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%dB", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+		cli.Bytes(m.BytesDone), cli.Bytes(m.BytesTotal), m.State)
 }
