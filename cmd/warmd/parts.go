@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -41,10 +42,13 @@ func parts() []daemon.PartFactory {
 			return imagemgr.New(d, imagemgr.Options{Wants: wants}), nil
 		},
 		func(d daemon.Deps) (daemon.Part, error) {
-			return weights.NewManager(weights.ManagerOptions{Deps: d, Wants: wants})
+			inUse := runningModels(d)
+			return weights.NewManager(weights.ManagerOptions{Deps: d, Wants: wants, InUse: func(model string) bool {
+				return slices.Contains(inUse(), model)
+			}})
 		},
 		func(d daemon.Deps) (daemon.Part, error) {
-			p, err := newCachePart(d)
+			p, err := newCachePart(d, runningModels(d))
 			if p == nil || err != nil {
 				return nil, err
 			}
@@ -59,6 +63,20 @@ func parts() []daemon.PartFactory {
 			return &cache.StartsBridge{Store: d.Store, Cache: compileCache}, nil
 		},
 		readiness.NewPartFactory(fromstate.Input, view),
+	}
+}
+
+// runningModels returns the configured models that vLLM pods on this node serve now, read from the
+// kubelet's pod log dir (pkg/phases/follow.RunningModels). Budget eviction of weights and compile caches
+// never touches them. An unreadable dir counts as no running pod only after it has been logged.
+func runningModels(d daemon.Deps) func() []string {
+	name := modelName(d.Config)
+	return func() []string {
+		ms, err := follow.RunningModels(d.Config.Phases.PodLogDir, name, 500)
+		if err != nil {
+			d.Log.Warn("cannot tell which models running pods use; eviction relies on recent use only", "err", err)
+		}
+		return slices.DeleteFunc(ms, func(m string) bool { return m == "unmanaged" })
 	}
 }
 
