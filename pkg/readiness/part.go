@@ -63,8 +63,9 @@ var (
 )
 
 // NewPartFactory returns the factory cmd/warmd lists in parts(). With readiness.disabled set it
-// returns the API-less LocalPart, which evaluates and reports warm state but writes no Node. view (may be nil) is filled with the part's NodeWatcher so other parts
-// can ask whether this node wants a model.
+// returns the API-less LocalPart, which evaluates and reports warm state but writes no Node. view
+// (may be nil) is filled with the part's NodeWatcher so other parts can ask whether this node wants
+// a model.
 func NewPartFactory(input InputFunc, view *NodeView) daemon.PartFactory {
 	return func(d daemon.Deps) (daemon.Part, error) {
 		if d.Config.Readiness.Disabled {
