@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/readiness"
 )
@@ -139,11 +140,13 @@ func TestExampleDeployment(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e.Value
 	}
-	for k, v := range map[string]string{
-		"HF_HUB_CACHE": "/models", "HF_HUB_OFFLINE": "1",
-		"VLLM_CACHE_ROOT": "/warmd/compile-cache/vllm", "TORCHINDUCTOR_CACHE_DIR": "/warmd/compile-cache/inductor",
-		"TRITON_CACHE_DIR": "/warmd/compile-cache/triton", "FLASHINFER_WORKSPACE_BASE": "/warmd/compile-cache/flashinfer",
-	} {
+	// The cache variables are exactly what `warmd cache env --model <name>` prints (cache.PodEnv), so the
+	// example and the daemon's per-model trees (which eviction protects while a pod runs) agree.
+	wantEnv := map[string]string{"HF_HUB_CACHE": "/models", "HF_HUB_OFFLINE": "1"}
+	for _, e := range cache.PodEnv(cache.PodMountPath, m.Name) {
+		wantEnv[e.Name] = e.Value
+	}
+	for k, v := range wantEnv {
 		if env[k] != v {
 			t.Errorf("env %s=%q, want %q", k, env[k], v)
 		}
@@ -155,7 +158,7 @@ func TestExampleDeployment(t *testing.T) {
 		}
 	}
 	for _, vm := range c.VolumeMounts {
-		want := map[string]string{"/models": cfg.DataDir + "/weights", "/warmd/compile-cache": cfg.DataDir + "/compile-cache/node"}[vm.MountPath]
+		want := map[string]string{"/models": cfg.DataDir + "/weights", cache.PodMountPath: cfg.DataDir + "/compile-cache/node"}[vm.MountPath]
 		if want != "" && hosts[vm.Name] != want {
 			t.Errorf("%s mounts %q, want host %s", vm.MountPath, hosts[vm.Name], want)
 		}
