@@ -80,14 +80,13 @@ func runningModels(d daemon.Deps) func() []string {
 	}
 }
 
-// nodeSKU returns the GPU SKU key the gpu part published, "" until it is known or when it cannot key
-// caches (no GPU, unreadable fields).
+// nodeSKU returns the GPU SKU key the gpu part published ("none" without a GPU, "unknown" when NVML
+// could not tell), "" before the first detection. The compile-cache part refuses the non-keys itself
+// (cache.CheckSKU) and says so in its status.
 func nodeSKU(store *state.Store) func() string {
 	return func() string {
-		if st, ok := nvml.FromSnapshot(store.Snapshot()); ok && st.Cacheable {
-			return st.Inventory.SKU
-		}
-		return ""
+		st, _ := nvml.FromSnapshot(store.Snapshot())
+		return st.Inventory.SKU
 	}
 }
 
