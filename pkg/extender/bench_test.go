@@ -1,3 +1,5 @@
+//go:build bench
+
 package extender
 
 import (
@@ -34,11 +36,8 @@ import (
 // default) or loads them into client-go's fake clientset (=list), lets the extender's informer list
 // them, then sends WARMD_BENCH_REQUESTS (default 10,000) nodeCacheCapable /prioritize requests naming
 // every Node over loopback HTTP, one at a time, and prints the latency percentiles. It reports; it
-// asserts no timing. It runs only when WARMD_BENCH_EXTENDER=1.
+// asserts no timing. The bench build tag keeps it out of `make test`: only the script builds it.
 func TestBenchExtender(t *testing.T) {
-	if os.Getenv("WARMD_BENCH_EXTENDER") != "1" {
-		t.Skip("benchmark: run with WARMD_BENCH_EXTENDER=1 (make bench-extender)")
-	}
 	nNodes, nReq := envInt(t, "WARMD_BENCH_NODES", 5000), envInt(t, "WARMD_BENCH_REQUESTS", 10000)
 	source := os.Getenv("WARMD_BENCH_SOURCE")
 	if source == "" {

@@ -8,5 +8,5 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
-	objstoretest.Run(t, objstore.NewMemory(), "weights-fake", objstoretest.Options{StoresChecksums: true, ConditionalPut: true})
+	objstoretest.Run(t, objstore.NewMemory(), "weights-fake")
 }

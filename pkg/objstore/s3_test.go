@@ -44,7 +44,7 @@ func TestS3Conformance(t *testing.T) {
 	for _, mode := range []string{objstore.ChecksumsWhenRequired, objstore.ChecksumsWhenSupported} {
 		t.Run(mode, func(t *testing.T) {
 			c, bucket := newVersity(t, mode)
-			objstoretest.Run(t, c, bucket, objstoretest.Options{StoresChecksums: true, ConditionalPut: true})
+			objstoretest.Run(t, c, bucket)
 		})
 	}
 }

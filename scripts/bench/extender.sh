@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 export GOFLAGS=-buildvcs=false
 log=$(mktemp /tmp/warmd-bench-extender.XXXXXX)
 trap 'rm -f "$log"' EXIT
-WARMD_BENCH_EXTENDER=1 go test -count=1 -timeout 20m -run '^TestBenchExtender$' -v ./pkg/extender/ >"$log" 2>&1 || {
+go test -tags bench -count=1 -timeout 20m -run '^TestBenchExtender$' -v ./pkg/extender/ >"$log" 2>&1 || {
 	cat "$log"
 	exit 1
 }

@@ -15,16 +15,10 @@ import (
 	"warmd.io/warmd/pkg/objstore"
 )
 
-// Options describe what the store under test does beyond the common contract.
-type Options struct {
-	// StoresChecksums: the store keeps a checksum when Put asks for one.
-	StoresChecksums bool
-	// ConditionalPut: the store honours If-None-Match on Put.
-	ConditionalPut bool
-}
-
-// Run runs the suite. bucket must exist and be empty.
-func Run(t *testing.T, s objstore.Store, bucket string, o Options) {
+// Run runs the suite. bucket must exist and be empty. Every store warmd uses must keep the checksums
+// Put asks for (weights verify against them) and honour If-None-Match (the compile-cache index claims
+// generations with it), so both are part of conformance, not options.
+func Run(t *testing.T, s objstore.Store, bucket string) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]byte, 3<<20+17)
@@ -116,9 +110,6 @@ func Run(t *testing.T, s objstore.Store, bucket string, o Options) {
 		}
 	})
 	t.Run("if-none-match", func(t *testing.T) {
-		if !o.ConditionalPut {
-			t.Skip("store does not honour If-None-Match")
-		}
 		key := fmt.Sprintf("cas/%d", rng.Uint64())
 		mustPut(t, key, []byte("first"), objstore.PutOptions{IfNoneMatch: true})
 		err := objstore.PutBytes(ctx, s, bucket, key, []byte("second"), objstore.PutOptions{IfNoneMatch: true})
@@ -131,9 +122,6 @@ func Run(t *testing.T, s objstore.Store, bucket string, o Options) {
 		}
 	})
 	t.Run("stored checksum", func(t *testing.T) {
-		if !o.StoresChecksums {
-			t.Skip("store keeps no checksums")
-		}
 		for _, alg := range []string{"CRC32C", "CRC32", "SHA256", "CRC64NVME"} {
 			t.Run(alg, func(t *testing.T) {
 				key := "sum/" + alg

@@ -3,6 +3,7 @@ package weights_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 )
@@ -104,7 +106,7 @@ func TestBudgetEviction(t *testing.T) {
 func TestDiskFull(t *testing.T) {
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=6m"); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (needs root or CAP_SYS_ADMIN): %v", err)
+		testenv.Unavailable(t, fmt.Sprintf("cannot mount a tmpfs to fill (run as root, as `make test` in CI does, or with CAP_SYS_ADMIN): %v", err))
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	src := t.TempDir()
