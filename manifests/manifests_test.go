@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,9 +21,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/rendered.golden.yaml")
+	"warmd.io/warmd/internal/golden"
+)
 
 // dirs are the kustomizations, in apply order.
 var dirs = []string{".", "monitoring", "examples"}
@@ -160,40 +159,7 @@ func TestRenderedGolden(t *testing.T) {
 		buf.WriteString("# Source: " + filepath.ToSlash(d.file) + "\n")
 		buf.Write(b)
 	}
-	golden := filepath.Join("testdata", "rendered.golden.yaml")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(want, buf.Bytes()) {
-		t.Errorf("rendered manifests differ from %s; review and run with -update:\n%s", golden, diffLines(string(want), buf.String()))
-	}
-}
-
-func diffLines(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	var out []string
-	for i := range max(len(al), len(bl)) {
-		var x, y string
-		if i < len(al) {
-			x = al[i]
-		}
-		if i < len(bl) {
-			y = bl[i]
-		}
-		if x != y {
-			out = append(out, "-"+x, "+"+y)
-		}
-		if len(out) > 40 {
-			break
-		}
-	}
-	return strings.Join(out, "\n")
+	golden.Check(t, filepath.Join("testdata", "rendered.golden.yaml"), buf.Bytes())
 }
 
 // find returns the one document of kind/name.

@@ -2,15 +2,12 @@ package phases
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 // ref is the fixed "file written at" time for year-less fixtures.
 var ref = time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)
