@@ -55,10 +55,8 @@ anything. Exit status 1 when any image failed (each failure is listed).`,
 }
 
 func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOptions) error {
-	switch o.progress {
-	case "auto", "bars", "plain", "none":
-	default:
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--progress %q: use auto, bars, plain or none", o.progress)}
+	if err := checkProgress(o.progress); err != nil {
+		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
 	if err != nil {

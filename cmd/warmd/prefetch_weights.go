@@ -88,10 +88,8 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	if err := cli.CheckFormat(o.output, "text", "json"); err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}
-	switch o.progress {
-	case "auto", "bars", "plain", "none":
-	default:
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--progress %q: use auto, bars, plain or none", o.progress)}
+	if err := checkProgress(o.progress); err != nil {
+		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
 	if err != nil {
