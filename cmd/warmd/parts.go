@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -27,6 +29,13 @@ import (
 func parts() []daemon.PartFactory {
 	view := &readiness.NodeView{}
 	var compileCache *cache.Part
+	var running func() []string // one cached view of running pods' models, for both evictions
+	runningFor := func(d daemon.Deps) func() []string {
+		if running == nil {
+			running = runningModels(d)
+		}
+		return running
+	}
 	wants := func(m config.Model) bool {
 		if ok, known := view.Wants(m); known {
 			return ok
@@ -42,13 +51,13 @@ func parts() []daemon.PartFactory {
 			return imagemgr.New(d, imagemgr.Options{Wants: wants}), nil
 		},
 		func(d daemon.Deps) (daemon.Part, error) {
-			inUse := runningModels(d)
+			inUse := runningFor(d)
 			return weights.NewManager(weights.ManagerOptions{Deps: d, Wants: wants, InUse: func(model string) bool {
 				return slices.Contains(inUse(), model)
 			}})
 		},
 		func(d daemon.Deps) (daemon.Part, error) {
-			p, err := newCachePart(d, runningModels(d))
+			p, err := newCachePart(d, runningFor(d))
 			if p == nil || err != nil {
 				return nil, err
 			}
@@ -68,15 +77,27 @@ func parts() []daemon.PartFactory {
 
 // runningModels returns the configured models that vLLM pods on this node serve now, read from the
 // kubelet's pod log dir (pkg/phases/follow.RunningModels). Budget eviction of weights and compile caches
-// never touches them. An unreadable dir counts as no running pod only after it has been logged.
+// never touches them. Eviction asks once per model and per bundle, so the answer is kept for 10 s
+// rather than rereading every pod's log each time.
 func runningModels(d daemon.Deps) func() []string {
 	name := modelName(d.Config)
+	var (
+		mu     sync.Mutex
+		cached []string
+		at     time.Time
+	)
 	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if !at.IsZero() && time.Since(at) < 10*time.Second {
+			return cached
+		}
 		ms, err := follow.RunningModels(d.Config.Phases.PodLogDir, name, 500)
 		if err != nil {
 			d.Log.Warn("cannot tell which models running pods use; eviction relies on recent use only", "err", err)
 		}
-		return slices.DeleteFunc(ms, func(m string) bool { return m == "unmanaged" })
+		cached, at = slices.DeleteFunc(ms, func(m string) bool { return m == "unmanaged" }), time.Now()
+		return cached
 	}
 }
 
