@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,20 +68,7 @@ func TestGPUNullGolden(t *testing.T) {
 
 // TestRunPublishesGPUSection starts the daemon and reads the gpu section back through `warmd status`.
 func TestRunPublishesGPUSection(t *testing.T) {
-	dir, err := os.MkdirTemp("", "wd-gpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	cfg := filepath.Join(dir, "c.yaml")
-	os.WriteFile(cfg, []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: "+dir+
-		"\napi: {listen: 127.0.0.1:0}\ncontainerd: {backend: embedded}\ncompileCache: {disabled: true}\nreadiness: {disabled: true}\nphases: {podLogDir: "+dir+"/pods}\n"), 0o644)
-	var stderr bytes.Buffer
-	cmd := warmd(t, "run", "--config", cfg, "--grace", "10s")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	dir, cmd, stderr := startDaemon(t)
 	defer cmd.Process.Kill()
 	var raw struct {
 		Sections struct {

@@ -67,21 +67,29 @@ imagePull:
 	}
 }
 
-func TestRunStopsOnSIGTERMAndRemovesSocket(t *testing.T) {
-	dir, err := os.MkdirTemp("", "wd")
+// startDaemon runs `warmd run` on a minimal config (embedded images, no caches, no API server) in a
+// short temp dir, which it returns with the process and its stderr.
+func startDaemon(t *testing.T) (string, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wd") // short: unix socket paths are limited to ~104 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: "+dir+
 		"\napi: {listen: 127.0.0.1:0}\ncontainerd: {backend: embedded}\ncompileCache: {disabled: true}\nreadiness: {disabled: true}\nphases: {podLogDir: "+dir+"/pods}\n"), 0o644)
-	var stderr bytes.Buffer
+	stderr := &bytes.Buffer{}
 	cmd := warmd(t, "run", "--config", cfg, "--grace", "10s")
-	cmd.Stderr = &stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return dir, cmd, stderr
+}
+
+func TestRunStopsOnSIGTERMAndRemovesSocket(t *testing.T) {
+	dir, cmd, stderr := startDaemon(t)
 	sock := filepath.Join(dir, "warmd.sock")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -97,7 +105,7 @@ func TestRunStopsOnSIGTERMAndRemovesSocket(t *testing.T) {
 	}
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if code := exitCodeOf(err); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0; stderr:\n%s", code, stderr.String())
 	}
