@@ -16,7 +16,7 @@ import (
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/phases/follow"
 	"warmd.io/warmd/pkg/phases/follow/kube"
-	"warmd.io/warmd/pkg/prefetch/imagemgr"
+	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/fromstate"
@@ -48,7 +48,7 @@ func parts() []daemon.PartFactory {
 	return []daemon.PartFactory{
 		newGPUPart,
 		func(d daemon.Deps) (daemon.Part, error) {
-			return imagemgr.New(d, imagemgr.Options{Wants: wants}), nil
+			return images.New(d, images.Options{Wants: wants}), nil
 		},
 		func(d daemon.Deps) (daemon.Part, error) {
 			inUse := runningFor(d)

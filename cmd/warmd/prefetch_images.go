@@ -15,7 +15,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/imagemgr"
+	"warmd.io/warmd/pkg/prefetch/images"
 )
 
 type prefetchImagesOptions struct {
@@ -28,7 +28,7 @@ type prefetchImagesOptions struct {
 // newImagesPart is the images daemon part. Every model's image is wanted until the node-selector
 // wiring passes a Wants func.
 func newImagesPart(d daemon.Deps) (daemon.Part, error) {
-	return imagemgr.New(d, imagemgr.Options{}), nil
+	return images.New(d, images.Options{}), nil
 }
 
 func newPrefetchImagesCommand(s cli.IOStreams) *cobra.Command {
@@ -82,7 +82,7 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 		}
 	}
 	pr := newLayerProgress(ctx, s, mode)
-	m := imagemgr.New(daemon.Deps{Config: cfg, Log: log}, imagemgr.Options{OnProgress: pr.report})
+	m := images.New(daemon.Deps{Config: cfg, Log: log}, images.Options{OnProgress: pr.report})
 	start := time.Now()
 	st, err := m.Once(ctx)
 	pr.finish()

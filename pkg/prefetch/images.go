@@ -1,7 +1,7 @@
 // Package prefetch owns the seams through which warmd makes a node warm before a pod needs it: Images
 // (container images pulled, unpacked and pinned) here, Weights (model files) beside it. Each backend
 // lives in a subpackage named after its technology (containerd/, embedded/ for images); the daemon part
-// that decides what to pull and when lives in imagemgr/. This package holds only interfaces and the
+// that decides what to pull and when lives in images/. This package holds only interfaces and the
 // status values other parts (readiness, the status CLI) read; it does no I/O and decides nothing about
 // warmth.
 package prefetch

@@ -10,8 +10,8 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/file"
-	s3src "warmd.io/warmd/pkg/prefetch/s3"
+	"warmd.io/warmd/pkg/prefetch/weights/source/file"
+	s3src "warmd.io/warmd/pkg/prefetch/weights/source/s3"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,4 +1,4 @@
-package imagemgr
+package images
 
 import (
 	"context"

@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/platforms"
 
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 func pullLabels() map[string]string {

@@ -1,11 +1,11 @@
-// Package imagemgr is the daemon part that keeps the configured images warm: for every image a
+// Package images is the daemon part that keeps the configured images warm: for every image a
 // wanted model serves (plus config.images) it resolves tags to digests every imagePull.resolveInterval,
 // pulls with bounded concurrency, retries with backoff under a deadline that scales with the image's
 // size, and records per image where it stands (queued, resolving, pulling layer i/n, unpacking,
 // ready+pinned, failed+reason) in the images section of the node state. Images that leave the config
 // get imagePull.onRemove. It owns scheduling and status, not registry or containerd I/O (the
 // prefetch.Images backends do that) and not deciding which models this node wants (Wants is injected).
-package imagemgr
+package images
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package imagemgr_test
+package images_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/imagemgr"
-	"warmd.io/warmd/pkg/prefetch/internal/imagetest"
+	"warmd.io/warmd/pkg/prefetch/images"
+	"warmd.io/warmd/pkg/prefetch/images/internal/imagetest"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -70,21 +70,21 @@ func newConfig(t *testing.T, b backend, mut func(*config.NodeConfig)) *config.No
 }
 
 type harness struct {
-	m     *imagemgr.Manager
+	m     *images.Manager
 	store *state.Store
 	met   *metrics.Metrics
 	cfg   *config.NodeConfig
 }
 
 // start runs the manager until the test ends, then removes every image it managed.
-func start(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options) *harness {
+func start(t *testing.T, cfg *config.NodeConfig, opts images.Options) *harness {
 	t.Helper()
 	if opts.Backoff == 0 {
 		opts.Backoff, opts.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	}
 	h := &harness{store: state.New(nil), met: metrics.New(prometheus.NewRegistry()), cfg: cfg}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	h.m = imagemgr.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: log}, opts)
+	h.m = images.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: log}, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
@@ -104,11 +104,11 @@ type stoppable struct {
 }
 
 // startStoppable runs a manager the test stops itself (a warmd restart), leaving images in place.
-func startStoppable(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options) stoppable {
+func startStoppable(t *testing.T, cfg *config.NodeConfig, opts images.Options) stoppable {
 	t.Helper()
 	opts.Backoff, opts.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	h := &harness{store: state.New(nil), met: metrics.New(prometheus.NewRegistry()), cfg: cfg}
-	h.m = imagemgr.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: slog.New(slog.DiscardHandler)}, opts)
+	h.m = images.New(daemon.Deps{Config: cfg, Store: h.store, Metrics: h.met, Log: slog.New(slog.DiscardHandler)}, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
@@ -124,7 +124,7 @@ func startStoppable(t *testing.T, cfg *config.NodeConfig, opts imagemgr.Options)
 func cleanup(cfg *config.NodeConfig) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := imagemgr.Open(ctx, cfg, slog.New(slog.DiscardHandler))
+	b, err := images.Open(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return
 	}
@@ -185,7 +185,7 @@ func TestManager(t *testing.T) {
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/extra:v1")}}
 				})
 				track(t, cfg, reg)
-				h := start(t, cfg, imagemgr.Options{Wants: func(m config.Model) bool { return m.Name == "org/wanted" }})
+				h := start(t, cfg, images.Options{Wants: func(m config.Model) bool { return m.Name == "org/wanted" }})
 				st := h.waitFor(t, "both images ready", func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/served:v1"), "")(s) && ready(reg.Ref("warmd-mgr/extra:v1"), "")(s)
 				})
@@ -217,7 +217,7 @@ func TestManager(t *testing.T) {
 					c.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 				})
 				track(t, cfg, reg)
-				h := start(t, cfg, imagemgr.Options{})
+				h := start(t, cfg, images.Options{})
 				h.waitFor(t, "v1 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))
 				h.waitFor(t, "digest ref ready", ready(byDigest, imagetest.Digest(t, pinned)))
 				v2 := reg.PushRandom(t, "warmd-mgr/moving:latest", 32<<10, 2)
@@ -226,7 +226,7 @@ func TestManager(t *testing.T) {
 				if im.Resolved.IsZero() {
 					t.Error("no resolve time recorded")
 				}
-				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				bk, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -249,7 +249,7 @@ func TestManager(t *testing.T) {
 				down := l.Addr().String() + "/warmd-mgr/gone:v1"
 				l.Close() // nothing listens there now
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: down}} })
-				h := start(t, cfg, imagemgr.Options{Attempts: 3})
+				h := start(t, cfg, images.Options{Attempts: 3})
 				st := h.waitFor(t, "failed", func(s prefetch.ImagesStatus) bool {
 					im, ok := s.ForRef(down)
 					return ok && im.State == prefetch.StateFailed
@@ -268,11 +268,11 @@ func TestManager(t *testing.T) {
 				img := reg.PushRandom(t, "warmd-mgr/kept:v1", 32<<10, 2)
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/kept:v1")}} })
 				track(t, cfg, reg)
-				first := startStoppable(t, cfg, imagemgr.Options{})
+				first := startStoppable(t, cfg, images.Options{})
 				first.h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/kept:v1"), imagetest.Digest(t, img)))
 				first.stop()
 				reg.Close()
-				h := start(t, cfg, imagemgr.Options{Attempts: 2})
+				h := start(t, cfg, images.Options{Attempts: 2})
 				st := h.waitFor(t, "ready again with a failed refresh", func(s prefetch.ImagesStatus) bool {
 					im, ok := s.ForRef(reg.Ref("warmd-mgr/kept:v1"))
 					return ok && im.State == prefetch.StateReady && im.Warm() && strings.Contains(im.Reason, "failed after")
@@ -288,10 +288,10 @@ func TestManager(t *testing.T) {
 				img := reg.PushRandom(t, "warmd-mgr/yanked:v1", 32<<10, 2)
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/yanked:v1")}} })
 				track(t, cfg, reg)
-				h := start(t, cfg, imagemgr.Options{VerifyInterval: 20 * time.Millisecond})
+				h := start(t, cfg, images.Options{VerifyInterval: 20 * time.Millisecond})
 				st := h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/yanked:v1"), imagetest.Digest(t, img)))
 				im, _ := st.ForRef(reg.Ref("warmd-mgr/yanked:v1"))
-				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				bk, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -317,7 +317,7 @@ func TestManager(t *testing.T) {
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/leaving:v1")}, {Ref: reg.Ref("warmd-mgr/staying:v1")}}
 				})
 				track(t, cfg, reg)
-				h := start(t, cfg, imagemgr.Options{})
+				h := start(t, cfg, images.Options{})
 				st := h.waitFor(t, "ready", func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/leaving:v1"), "")(s) && ready(reg.Ref("warmd-mgr/staying:v1"), "")(s)
 				})
@@ -326,7 +326,7 @@ func TestManager(t *testing.T) {
 				next.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/staying:v1")}}
 				h.m.Reconfigure(&next)
 				h.waitFor(t, "one image left", func(s prefetch.ImagesStatus) bool { return len(s.Images) == 1 })
-				bk, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+				bk, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -358,7 +358,7 @@ func TestManagerContainerdRestart(t *testing.T) {
 			cfg := newConfig(t, backend{configure: func(_ *testing.T, c *config.NodeConfig) {
 				c.Containerd.Address, c.Containerd.Backend = d.Socket, "containerd"
 			}}, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/restart:v1")}} })
-			h := start(t, cfg, imagemgr.Options{Attempts: 12, Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second})
+			h := start(t, cfg, images.Options{Attempts: 12, Backoff: 200 * time.Millisecond, MaxBackoff: 2 * time.Second})
 			select {
 			case <-entered:
 			case <-time.After(2 * time.Minute):
@@ -390,7 +390,7 @@ func TestAutoFallsBackToEmbedded(t *testing.T) {
 			cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: "n", DataDir: t.TempDir()}
 			cfg.Containerd.Address, cfg.Containerd.Backend = "/nonexistent/warmd-test/containerd.sock", tc.backend
 			cfg.Default()
-			b, err := imagemgr.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+			b, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 			if tc.wantErr {
 				if err == nil || !strings.Contains(err.Error(), "containerd.address") {
 					t.Fatalf("err = %v, want one naming containerd.address", err)
@@ -409,7 +409,7 @@ func TestAutoFallsBackToEmbedded(t *testing.T) {
 }
 
 func TestDeadlineScalesWithSize(t *testing.T) {
-	o := imagemgr.Options{BaseDeadline: 5 * time.Minute, MinThroughput: 5 << 20}
+	o := images.Options{BaseDeadline: 5 * time.Minute, MinThroughput: 5 << 20}
 	tests := []struct {
 		name string
 		size int64
@@ -438,7 +438,7 @@ func TestWanted(t *testing.T) {
 		},
 		Images: []config.Image{{Ref: "docker.io/vllm/vllm-openai:v1"}, {Ref: "Not A Ref"}},
 	}
-	got := imagemgr.Wanted(cfg, func(m config.Model) bool { return m.Name != "a/z" })
+	got := images.Wanted(cfg, func(m config.Model) bool { return m.Name != "a/z" })
 	if len(got) != 2 {
 		t.Fatalf("Wanted = %+v, want the vllm image once and the bad ref", got)
 	}
@@ -459,7 +459,7 @@ func TestResyncFollowsWants(t *testing.T) {
 		c.Models = []config.Model{{Name: "org/gained", Source: "file:///m/", Image: reg.Ref("warmd-mgr/gained:v1")}}
 	})
 	var wanted atomic.Bool
-	h := start(t, cfg, imagemgr.Options{Wants: func(config.Model) bool { return wanted.Load() }})
+	h := start(t, cfg, images.Options{Wants: func(config.Model) bool { return wanted.Load() }})
 	h.waitFor(t, "backend up with nothing wanted", func(s prefetch.ImagesStatus) bool { return s.Backend.Name != "" && len(s.Images) == 0 })
 	wanted.Store(true)
 	h.m.Resync()

@@ -11,9 +11,9 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/embedded"
-	"warmd.io/warmd/pkg/prefetch/internal/imagetest"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/embedded"
+	"warmd.io/warmd/pkg/prefetch/images/internal/imagetest"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 func pull(t *testing.T, s *embedded.Store, ref string) (prefetch.Resolved, prefetch.Progress) {

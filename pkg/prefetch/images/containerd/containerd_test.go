@@ -17,9 +17,9 @@ import (
 
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/containerd"
-	"warmd.io/warmd/pkg/prefetch/internal/imagetest"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/containerd"
+	"warmd.io/warmd/pkg/prefetch/images/internal/imagetest"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 // daemon is one real containerd the suite runs against.

@@ -4,7 +4,7 @@
 // It prefers containerd's Transfer API (the daemon fetches and unpacks, and streams per-layer progress)
 // and falls back to the client-side Pull with progress from polling the content store's ListStatuses
 // when the daemon lacks the transfer and streaming services (containerd 1.6). The path is detected
-// once, when the backend is created, and logged. It does not decide what to pull or when (imagemgr
+// once, when the backend is created, and logged. It does not decide what to pull or when (pkg/prefetch/images
 // does) and never touches images without warmd's label except to read them.
 package containerd
 
@@ -24,7 +24,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 // API paths a pull can take.

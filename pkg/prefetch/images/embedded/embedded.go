@@ -3,7 +3,7 @@
 // (plugins/content/local for the store, core/remotes/docker for the registry, core/images handlers
 // for the walk), verifying every blob by digest as it commits. It keeps image records as small JSON
 // files beside the store. It does not unpack layers (there is no snapshotter to serve) and does not
-// decide what to pull (imagemgr does).
+// decide what to pull (pkg/prefetch/images does).
 package embedded
 
 import (
@@ -29,7 +29,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 // Options configure the embedded store.

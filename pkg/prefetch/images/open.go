@@ -1,4 +1,4 @@
-package imagemgr
+package images
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/prefetch/containerd"
-	"warmd.io/warmd/pkg/prefetch/embedded"
-	"warmd.io/warmd/pkg/prefetch/oci"
+	"warmd.io/warmd/pkg/prefetch/images/containerd"
+	"warmd.io/warmd/pkg/prefetch/images/embedded"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
 // Open builds the backend config.Containerd.Backend asks for: containerd, embedded, or auto
