@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/version"
@@ -91,6 +93,13 @@ type Reload struct {
 // Run runs the daemon until ctx ends. It returns nil after a clean shutdown.
 func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metrics, gatherer prometheus.Gatherer, log *slog.Logger) error {
 	cfg := opts.Config
+	// One writer per data dir: a second daemon (another socket, another pod of a rolling update) or a
+	// CLI writer must not interleave with this one's staging, journals and bundle records.
+	lock, err := datadir.Acquire(cfg.DataDir, datadir.Holder{Command: "warmd run", Socket: cfg.API.Socket})
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "state"), 0o755); err != nil {
 		return fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
 	}
@@ -155,6 +164,9 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	}
 	g.Go(func() error {
 		return config.Watch(gctx, opts.ConfigPath, opts.ConfigData, opts.Poll, func(next *config.NodeConfig, err error) {
+			if err == nil {
+				err = fixedAcrossReloads(cfg, next)
+			}
 			r := &Reload{Time: time.Now().UTC(), Applied: err == nil}
 			if err != nil {
 				r.Error = err.Error()
@@ -213,4 +225,24 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		log.Info("stopped cleanly")
 	}
 	return runErr
+}
+
+// fixedAcrossReloads refuses a reload that moves what the daemon holds open for its life: the data
+// dir (and its lock) and the API endpoints. Applying such a change half-way would leave the lock on one
+// dir while parts write another.
+func fixedAcrossReloads(cur, next *config.NodeConfig) error {
+	var changed []string
+	if next.DataDir != cur.DataDir {
+		changed = append(changed, "dataDir")
+	}
+	if next.API.Socket != cur.API.Socket {
+		changed = append(changed, "api.socket")
+	}
+	if next.API.Listen != cur.API.Listen {
+		changed = append(changed, "api.listen")
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s cannot change while warmd runs: restart warmd to apply it", strings.Join(changed, ", "))
 }

@@ -3,16 +3,19 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 )
@@ -172,5 +175,59 @@ func TestSecondDaemonOnSameSocketRefused(t *testing.T) {
 	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
 	if _, err := api.ListenUnix(cfg.API.Socket); err == nil {
 		t.Fatal("a second listener took over a live daemon's socket")
+	}
+}
+
+func TestSecondDaemonOnSameDataDirRefused(t *testing.T) {
+	cfg, _, cancel, errc := start(t, &fakePart{name: "fake"})
+	defer func() { cancel(); <-errc }()
+	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
+
+	second := *cfg
+	second.API.Socket = cfg.DataDir + "/other.sock"
+	built := false
+	reg := metrics.NewRegistry()
+	err := Run(context.Background(), Options{Config: &second, Grace: time.Second,
+		Parts: []PartFactory{func(Deps) (Part, error) { built = true; return &fakePart{name: "x"}, nil }}},
+		state.New(nil), metrics.New(reg), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var le *datadir.LockedError
+	if !errors.As(err, &le) {
+		t.Fatalf("second daemon on the same data dir: %v, want a *datadir.LockedError", err)
+	}
+	for _, want := range []string{fmt.Sprintf("pid %d", os.Getpid()), cfg.API.Socket, "warmd run"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message lacks %q: %v", want, err)
+		}
+	}
+	if built {
+		t.Error("the second daemon built its parts before taking the lock")
+	}
+	if _, err := os.Stat(second.API.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the second daemon created its socket: %v", err)
+	}
+}
+
+func TestReloadMovingDataDirIsRejected(t *testing.T) {
+	part := &fakePart{name: "fake"}
+	cfg, path, cancel, errc := start(t, part)
+	defer func() { cancel(); <-errc }()
+	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
+	moved := "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + cfg.DataDir + "/elsewhere" +
+		"\napi: {listen: 127.0.0.1:0, socket: " + cfg.API.Socket + "}\n"
+	if err := os.WriteFile(path, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
+		var d DaemonStatus
+		_, _ = st.Section(state.SectionDaemon, &d)
+		return d.LastReload != nil
+	})
+	var d DaemonStatus
+	_, _ = st.Section(state.SectionDaemon, &d)
+	if d.LastReload.Applied || !strings.Contains(d.LastReload.Error, "dataDir cannot change") {
+		t.Fatalf("reload moving dataDir: %+v", d.LastReload)
+	}
+	if part.reconfig.Load() != 0 {
+		t.Error("the part was reconfigured onto another data dir")
 	}
 }
