@@ -1,0 +1,209 @@
+package fsroot
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of a Path. Linux refuses longer names itself (NAME_MAX, PATH_MAX); refusing them here turns
+// an endless "file name too long" retry into one clear error at the boundary.
+const (
+	MaxPathLen      = 4096
+	MaxComponentLen = 255
+)
+
+// ErrUnsafePath is what every refused name wraps: errors.Is(err, ErrUnsafePath).
+var ErrUnsafePath = errors.New("unsafe path")
+
+// PathError says which name was refused and why. Its message quotes the name (escaped, cut to 128
+// bytes): a name from a bucket or a bundle is hostile and must not reach a log or the Node raw.
+type PathError struct {
+	Name   string
+	Reason string
+}
+
+func (e *PathError) Error() string {
+	return fmt.Sprintf("%s %s: %s", ErrUnsafePath, Quote(e.Name), e.Reason)
+}
+
+func (e *PathError) Unwrap() error { return ErrUnsafePath }
+
+// Quote renders an outside name for an error or a log line: Go-quoted (control and non-UTF-8 bytes
+// escaped) and cut to 128 bytes with "…" so a megabyte-long key cannot flood a log.
+func Quote(name string) string {
+	const max = 128
+	if len(name) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%q…", name[:cut])
+	}
+	return fmt.Sprintf("%q", name)
+}
+
+// Path is a validated relative path below a Root: slash-separated components, each a plain name.
+// Every name that comes from outside warmd (an S3 key, a bundle entry, an index field, a file a pod
+// wrote) becomes a Path through ParsePath before it touches the filesystem; a Root accepts nothing
+// else. The zero Path is the Root itself.
+type Path struct{ s string }
+
+// ParsePath validates s: relative, 1..MaxPathLen bytes, components 1..MaxComponentLen bytes of valid
+// UTF-8 without NUL, control characters or backslashes, none of them "." or "..", no leading,
+// trailing or doubled slash. It does not clean: "a/../b" is refused, not turned into "b", because a
+// name that needs cleaning was written by someone trying something.
+func ParsePath(s string) (Path, error) {
+	if reason := pathProblem(s); reason != "" {
+		return Path{}, &PathError{Name: s, Reason: reason}
+	}
+	return Path{s: s}, nil
+}
+
+// MustPath is ParsePath for warmd's own constant names; it panics on a bad one (a programming error).
+func MustPath(s string) Path {
+	p, err := ParsePath(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Join joins elements (each may hold slashes) with "/" and validates the result as one Path.
+func Join(elems ...string) (Path, error) { return ParsePath(strings.Join(elems, "/")) }
+
+func pathProblem(s string) string {
+	switch {
+	case s == "":
+		return "empty name"
+	case len(s) > MaxPathLen:
+		return fmt.Sprintf("longer than %d bytes", MaxPathLen)
+	case s[0] == '/':
+		return "absolute (starts with /); names must be relative to their root"
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	}
+	for _, c := range strings.Split(s, "/") {
+		if r := componentProblem(c); r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+func componentProblem(c string) string {
+	switch {
+	case c == "":
+		return "empty component (doubled or trailing slash)"
+	case c == "." || c == "..":
+		return fmt.Sprintf("has a %q component", c)
+	case len(c) > MaxComponentLen:
+		return fmt.Sprintf("a component is longer than %d bytes", MaxComponentLen)
+	}
+	for _, r := range c {
+		switch {
+		case r == 0:
+			return "contains a NUL byte"
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return "contains a control character"
+		case r == '\\':
+			return "contains a backslash"
+		}
+	}
+	return ""
+}
+
+// String returns the path with forward slashes; "." for the Root itself.
+func (p Path) String() string {
+	if p.s == "" {
+		return "."
+	}
+	return p.s
+}
+
+// IsRoot reports whether p is the Root itself (the zero Path).
+func (p Path) IsRoot() bool { return p.s == "" }
+
+// Components returns p's names in order (none for the Root).
+func (p Path) Components() []string {
+	if p.s == "" {
+		return nil
+	}
+	return strings.Split(p.s, "/")
+}
+
+// Dir returns p's parent (the Root for a one-component path).
+func (p Path) Dir() Path {
+	i := strings.LastIndexByte(p.s, '/')
+	if i < 0 {
+		return Path{}
+	}
+	return Path{s: p.s[:i]}
+}
+
+// Base returns p's last component ("" for the Root).
+func (p Path) Base() string { return p.s[strings.LastIndexByte(p.s, '/')+1:] }
+
+// Join returns p/q. Both are valid, so the result is too, except that it may exceed MaxPathLen, which
+// the kernel then refuses with ENAMETOOLONG.
+func (p Path) Join(q Path) Path {
+	switch {
+	case p.s == "":
+		return q
+	case q.s == "":
+		return p
+	}
+	return Path{s: p.s + "/" + q.s}
+}
+
+// Child returns p/name for one validated component name.
+func (p Path) Child(name string) (Path, error) {
+	if r := componentProblem(name); r != "" || strings.Contains(name, "/") {
+		if r == "" {
+			r = "a single name may not contain a slash"
+		}
+		return Path{}, &PathError{Name: name, Reason: r}
+	}
+	return p.Join(Path{s: name}), nil
+}
+
+// Depth is the number of components.
+func (p Path) Depth() int { return len(p.Components()) }
+
+// HasPrefix reports whether q is p or lies below p.
+func (p Path) HasPrefix(q Path) bool {
+	return q.s == "" || p.s == q.s || strings.HasPrefix(p.s, q.s+"/")
+}
+
+// SymlinkTarget checks that a symlink at link with this target, read the way the kernel would
+// (relative to the link's directory), stays inside the Root: the target is relative, free of NUL,
+// at most MaxPathLen bytes, and its ".." steps never climb above the Root. Only the text is judged;
+// a Root never follows links itself, so intermediate links in the target cannot matter to warmd,
+// and the check keeps what warmd creates or restores from pointing a reader outside.
+func SymlinkTarget(link Path, target string) error {
+	switch {
+	case target == "":
+		return &PathError{Name: target, Reason: "empty symlink target"}
+	case len(target) > MaxPathLen:
+		return &PathError{Name: target, Reason: fmt.Sprintf("symlink target longer than %d bytes", MaxPathLen)}
+	case target[0] == '/':
+		return &PathError{Name: target, Reason: "absolute symlink target; targets must be relative and stay inside their root"}
+	case strings.IndexByte(target, 0) >= 0:
+		return &PathError{Name: target, Reason: "symlink target contains a NUL byte"}
+	}
+	depth := link.Dir().Depth()
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if depth == 0 {
+				return &PathError{Name: target, Reason: fmt.Sprintf("symlink target climbs above the root from %s", link)}
+			}
+			depth--
+		default:
+			depth++
+		}
+	}
+	return nil
+}
