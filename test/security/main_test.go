@@ -1,0 +1,49 @@
+// Package security tries warmd as an attacker would and proves it never touches anything outside its
+// data dir. warmd runs as root on every GPU node; what it reads from outside is hostile: object keys
+// and bytes from a bucket someone else can write, trees a vLLM pod mounts read-write, compile-cache
+// bundles, checksum manifests, config values. Every case builds a World (harness_test.go): a fresh
+// data dir with a canary directory beside it (internal/canary), runs the real warmd binary — `warmd
+// run` as the DaemonSet does, and the one-shot CLI commands — against hostile input, and then asserts
+// that the canary is byte-identical (tree, modes, links, contents), that nothing new appeared beside
+// the data dir, that the hostile input failed with a reason naming the problem, and that no secret
+// content reached logs or status.
+//
+// Real services where they accept the input (versitygw, through internal/testenv), and a hostile S3
+// stub (internal/hostiles3) for what a real server refuses to store. `make test` runs the suite;
+// outside it, cases needing a missing service skip naming the make target (Fatal in CI).
+//
+// Files: main_test.go builds warmd once; harness_test.go is the World/Daemon harness the other files
+// use; keys_test.go covers object keys and file:// sources as paths (class 1), checksum manifests
+// quoting content (class 5, weights) and file:// symlinks (class 9, sources).
+package security
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// warmdBin is the warmd binary TestMain builds from this checkout.
+var warmdBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "warmd-sec-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	warmdBin = filepath.Join(dir, "warmd")
+	build := exec.Command("go", "build", "-o", warmdBin, "warmd.io/warmd/cmd/warmd")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false")
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build warmd for the security suite:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
