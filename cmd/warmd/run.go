@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +12,13 @@ import (
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
+)
+
+// The range of --grace: under a second the parts cannot stop cleanly, and over ten minutes is longer
+// than any pod's terminationGracePeriodSeconds should be.
+const (
+	minGrace = time.Second
+	maxGrace = 10 * time.Minute
 )
 
 type runOptions struct {
@@ -43,7 +49,7 @@ the previous config keeps running. SIGTERM or SIGINT stops it within --grace.`,
 	f.StringVarP(&o.configPath, "config", "c", "/etc/warmd/config.yaml", "NodeConfig file (YAML)")
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	f.DurationVar(&o.grace, "grace", 20*time.Second, "how long shutdown may take")
+	f.DurationVar(&o.grace, "grace", 20*time.Second, "how long shutdown may take (1s..10m)")
 	return cmd
 }
 
@@ -67,9 +73,13 @@ func runDaemon(cmd *cobra.Command, s cli.IOStreams, o runOptions) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(o.configPath)
+	if o.grace < minGrace || o.grace > maxGrace {
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--grace %s is outside %s..%s: shutdown needs a moment to stop the parts, "+
+			"and the kubelet kills the pod after terminationGracePeriodSeconds anyway", o.grace, minGrace, maxGrace)}
+	}
+	data, err := config.Read(o.configPath)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("read config: %w (pass --config FILE)", err)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%w (pass --config FILE)", err)}
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {

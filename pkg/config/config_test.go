@@ -71,7 +71,7 @@ api:
 		`models[0].source: "s4://x": scheme must be s3 or file`,
 		`models[1].name: is empty`,
 		`models[1].source: "s3://" has no bucket`,
-		`models[1].tensorParallelSize: -2 is below 1`,
+		`models[1].tensorParallelSize: -2 is outside 1..64`,
 		`imagePull.onRemove: "delete" is not a policy (use unpin, keep or remove)`,
 		`weights.chunkSize: 1Ki is outside 1Mi..1Gi`,
 		`api.listen: "9400" is not host:port`,
@@ -89,7 +89,7 @@ api:
 
 func TestStrictDecoding(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
-		{"unknown field", "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nmodel: []\n", `unknown field "model"`},
+		{"unknown field", "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nmodel: []\n", `model: unknown field (did you mean models?)`},
 		{"wrong kind", "apiVersion: warmd.io/v1alpha1\nkind: Config\n", `kind: "Config" is not supported`},
 		{"empty", "\n", "config is empty"},
 		{"wrong type", "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nweights: {concurrency: many}\n", "concurrency"},

@@ -7,11 +7,14 @@ import (
 
 // Containerd says how to reach the node's containerd, the one the kubelet uses.
 type Containerd struct {
-	// Address is the containerd socket. Default /run/containerd/containerd.sock.
+	// Address is the containerd socket. Default /run/containerd/containerd.sock. Absolute, at most
+	// 107 bytes (the kernel's limit for a unix socket path).
 	Address string `json:"address,omitempty"`
 	// Namespace the kubelet's images live in. Default k8s.io: images pulled elsewhere are invisible to pods.
+	// A containerd identifier: letters and digits separated by '.', '_' or '-', at most 76 characters.
 	Namespace string `json:"namespace,omitempty"`
-	// Snapshotter to unpack into; it must be the CRI plugin's. Default overlayfs.
+	// Snapshotter to unpack into; it must be the CRI plugin's. Default overlayfs. 1..64 characters of
+	// [A-Za-z0-9._-].
 	Snapshotter string `json:"snapshotter,omitempty"`
 	// Backend is auto (containerd when its socket answers, else embedded), containerd, or embedded
 	// (a content store under the data dir; for demos and nodes without containerd). Default auto.
@@ -24,7 +27,8 @@ type Containerd struct {
 type S3 struct {
 	// Endpoint for S3-compatible stores (http://host:port). Empty means AWS S3.
 	Endpoint string `json:"endpoint,omitempty"`
-	// Region. Default us-east-1 (S3-compatible stores ignore it but the signer needs one).
+	// Region. Default us-east-1 (S3-compatible stores ignore it but the signer needs one). 1..64
+	// characters of [A-Za-z0-9_-].
 	Region string `json:"region,omitempty"`
 	// UsePathStyle addresses buckets as endpoint/bucket rather than bucket.endpoint; most
 	// S3-compatible stores need it. Default: true when Endpoint is set.
@@ -36,60 +40,72 @@ type S3 struct {
 // Model is one model some nodes should serve warm.
 type Model struct {
 	// Name as vLLM's --model / Hugging Face id ("Qwen/Qwen2.5-7B-Instruct"); it names the HF cache dir.
+	// The Hub's rules apply (pkg/model): "name" or "namespace/name", each part 1..96 characters of
+	// [A-Za-z0-9._-], not starting or ending with '-' or '.', no "--" or "..", not ending in ".git".
 	Name string `json:"name"`
-	// Source holds the model files: s3://bucket/prefix/ or file:///path/.
+	// Source holds the model files: s3://bucket/prefix/ or file:///path/ (an absolute, clean path).
 	Source string `json:"source"`
-	// Revision names the snapshot (a commit hash or a ref such as "main"). Default main.
+	// Revision names the snapshot (a commit hash or a ref such as "main"). Default main. At most 128
+	// bytes of [A-Za-z0-9._+-] under git's ref-name rules, and no "/": it is one snapshot dir.
 	Revision string `json:"revision,omitempty"`
-	// Image is the vLLM image that serves this model; it is kept warm with the weights.
+	// Image is the vLLM image that serves this model; it is kept warm with the weights. A valid image
+	// reference (docker.io/vllm/vllm-openai:v0.11.0, or name@sha256:...).
 	Image string `json:"image,omitempty"`
 	// TensorParallelSize the model runs with; used to match starts and predictions. Default 1.
+	// Range: 1..64.
 	TensorParallelSize int `json:"tensorParallelSize,omitempty"`
 	// NodeSelector picks the nodes that want this model. Empty selects every node.
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 	// Include and Exclude are glob patterns on object names relative to Source; empty Include takes all.
+	// At most 100 patterns each, 1024 bytes per pattern.
 	Include []string `json:"include,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
 	// SHA256Manifest names an object under Source listing "<sha256>  <file>" lines (sha256sum format)
-	// used to verify files when the store gives no checksum of its own.
+	// used to verify files when the store gives no checksum of its own. A relative path under Source
+	// (no leading "/", no "." or ".." parts).
 	SHA256Manifest string `json:"sha256Manifest,omitempty"`
 }
 
 // Image is an extra image to keep pulled, unpacked and pinned.
 type Image struct {
-	// Ref is a tag or digest reference.
+	// Ref is a tag or digest reference (docker.io/library/busybox:1.37, name@sha256:...).
 	Ref string `json:"ref"`
 }
 
 // ImagePull tunes image prefetching.
 type ImagePull struct {
-	// ResolveInterval is how often tags are resolved to digests. Default 15m.
+	// ResolveInterval is how often tags are resolved to digests. Default 15m. Range: 10s..24h.
 	ResolveInterval metav1.Duration `json:"resolveInterval,omitempty"`
-	// Concurrency bounds images pulled at once. Default 2.
+	// Concurrency bounds images pulled at once. Default 2. Range: 1..16.
 	Concurrency int `json:"concurrency,omitempty"`
 	// OnRemove is what happens to an image warmd pinned once it leaves the config: unpin (default,
 	// the kubelet's GC may then reclaim it), keep (stay pinned), or remove (delete every ref).
 	OnRemove string `json:"onRemove,omitempty"`
 	// AuthFiles are docker config.json or kubernetes.io/dockerconfigjson files with registry credentials.
+	// Absolute paths, at most 32.
 	AuthFiles []string `json:"authFiles,omitempty"`
 	// HostsDir is a containerd hosts.toml config dir for mirrors. Default /etc/containerd/certs.d.
+	// Absolute.
 	HostsDir string `json:"hostsDir,omitempty"`
-	// PlainHTTP lists registries (host:port) reached over plain HTTP. Loopback registries always are.
+	// PlainHTTP lists registries (host or host:port) reached over plain HTTP. Loopback registries always
+	// are. At most 100.
 	PlainHTTP []string `json:"plainHTTP,omitempty"`
 }
 
 // Weights tunes model-weight prefetching.
 type Weights struct {
 	// Budget caps the bytes of weights kept on the node; least recently used models no pod uses are
-	// evicted to make room. Zero means no cap.
+	// evicted to make room. Zero means no cap. Range: 0, or 1Mi..1Ei.
 	Budget resource.Quantity `json:"budget,omitempty"`
 	// BandwidthLimit caps download bytes per second so prefetch does not starve serving. Zero: no cap.
+	// Range: 0, or 1Mi..1Ti (per second).
 	BandwidthLimit resource.Quantity `json:"bandwidthLimit,omitempty"`
-	// Concurrency is the number of ranged GETs in flight. Default 16.
+	// Concurrency is the number of ranged GETs in flight. Default 16. Range: 1..256.
 	Concurrency int `json:"concurrency,omitempty"`
-	// ChunkSize is the size of one ranged GET. Default 16Mi.
+	// ChunkSize is the size of one ranged GET. Default 16Mi. Range: 1Mi..1Gi.
 	ChunkSize resource.Quantity `json:"chunkSize,omitempty"`
 	// InUseWindow: a model whose files were opened this recently counts as in use. Default 10m.
+	// Range: 1m..168h.
 	InUseWindow metav1.Duration `json:"inUseWindow,omitempty"`
 }
 
@@ -99,20 +115,20 @@ type CompileCache struct {
 	Disabled bool `json:"disabled,omitempty"`
 	// Remote is s3://bucket/prefix where bundles are shared between nodes. Empty: node-local only.
 	Remote string `json:"remote,omitempty"`
-	// QuietPeriod without writes before new cache entries are captured. Default 60s.
+	// QuietPeriod without writes before new cache entries are captured. Default 60s. Range: 1s..1h.
 	QuietPeriod metav1.Duration `json:"quietPeriod,omitempty"`
 	// RestoreInterval is how often the SKU's shared index is read for bundles other nodes captured
-	// (a restore also runs at every start). Default 10m.
+	// (a restore also runs at every start). Default 10m. Range: 10s..24h.
 	RestoreInterval metav1.Duration `json:"restoreInterval,omitempty"`
-	// Budget caps the bytes of compile caches on the node. Zero: no cap.
+	// Budget caps the bytes of compile caches on the node. Zero: no cap. Range: 0, or 1Mi..1Ei.
 	Budget resource.Quantity `json:"budget,omitempty"`
 }
 
 // Phases configures startup measurement of vLLM pods.
 type Phases struct {
-	// PodLogDir is the kubelet's pod log dir. Default /var/log/pods.
+	// PodLogDir is the kubelet's pod log dir. Default /var/log/pods. Absolute.
 	PodLogDir string `json:"podLogDir,omitempty"`
-	// Keep is how many start records are kept. Default 200.
+	// Keep is how many start records are kept. Default 200. Range: 1..10000.
 	Keep int `json:"keep,omitempty"`
 }
 
@@ -120,11 +136,11 @@ type Phases struct {
 type Readiness struct {
 	// Disabled stops all writes to the Node (warmd then only serves its local API).
 	Disabled bool `json:"disabled,omitempty"`
-	// Kubeconfig path; empty means in-cluster config.
+	// Kubeconfig path; empty means in-cluster config. Absolute.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// StartupTaint keeps warmd.io/cold:NoSchedule on the node until it is warm.
 	StartupTaint bool `json:"startupTaint,omitempty"`
-	// Resync is how often the Node is re-read and corrected. Default 5m.
+	// Resync is how often the Node is re-read and corrected. Default 5m. Range: 10s..24h.
 	Resync metav1.Duration `json:"resync,omitempty"`
 }
 
@@ -136,9 +152,10 @@ type GPU struct {
 
 // API configures warmd's own endpoints.
 type API struct {
-	// Socket for the local API (`warmd status`). Default <dataDir>/warmd.sock.
+	// Socket for the local API (`warmd status`). Default <dataDir>/warmd.sock. Absolute, at most 107
+	// bytes (the kernel's limit for a unix socket path).
 	Socket string `json:"socket,omitempty"`
 	// Listen is the TCP address for /metrics, /healthz and /readyz. Default :9400. Nothing sensitive
-	// is served there.
+	// is served there. host:port with a port in 0..65535.
 	Listen string `json:"listen,omitempty"`
 }

@@ -1,15 +1,22 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"path"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/distribution/reference"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/model"
 )
 
 // FieldError is one problem in a config: where, what, and how to fix it.
@@ -31,9 +38,14 @@ func (e FieldError) Error() string {
 type ValidationError struct{ Problems []FieldError }
 
 func (e *ValidationError) Error() string {
-	lines := make([]string, 0, len(e.Problems)+1)
+	const shown = 100 // a file with a thousand broken entries still prints a readable message
+	lines := make([]string, 0, min(len(e.Problems), shown)+2)
 	lines = append(lines, fmt.Sprintf("invalid config: %d problem(s):", len(e.Problems)))
-	for _, p := range e.Problems {
+	for i, p := range e.Problems {
+		if i == shown {
+			lines = append(lines, fmt.Sprintf("  ... and %d more", len(e.Problems)-shown))
+			break
+		}
 		lines = append(lines, "  "+p.Error())
 	}
 	return strings.Join(lines, "\n")
@@ -44,70 +56,89 @@ type problems []FieldError
 func (p *problems) add(path, msg, hint string) { *p = append(*p, FieldError{path, msg, hint}) }
 
 // Validate checks the defaulted config and returns a *ValidationError naming every problem, or nil.
+// Every number and duration is checked against its range (bounds.go), every path that must be
+// absolute is, and every name that becomes a path passes pkg/model or pkg/fsroot's validator.
 func (c *NodeConfig) Validate() error {
 	var p problems
 	if c.APIVersion != APIVersion {
-		p.add("apiVersion", fmt.Sprintf("%q is not supported", c.APIVersion), "set apiVersion: "+APIVersion)
+		p.add("apiVersion", fmt.Sprintf("%s is not supported", quote(c.APIVersion)), "set apiVersion: "+APIVersion)
 	}
 	if c.Kind != Kind {
-		p.add("kind", fmt.Sprintf("%q is not supported", c.Kind), "set kind: "+Kind)
+		p.add("kind", fmt.Sprintf("%s is not supported", quote(c.Kind)), "set kind: "+Kind)
 	}
-	if c.NodeName == "" {
-		p.add("nodeName", "is empty", "set nodeName or the NODE_NAME environment variable")
+	c.validateNodeName(&p)
+	p.absDir("dataDir", c.DataDir, "use an absolute path such as "+DefaultDataDir)
+	if c.DataDir == "/" {
+		p.add("dataDir", `"/" is the whole filesystem`, "give warmd a dir of its own such as "+DefaultDataDir)
 	}
-	if !filepath.IsAbs(c.DataDir) {
-		p.add("dataDir", fmt.Sprintf("%q is not an absolute path", c.DataDir), "use an absolute path such as "+DefaultDataDir)
-	}
-	if !filepath.IsAbs(c.Containerd.Address) {
-		p.add("containerd.address", fmt.Sprintf("%q is not an absolute socket path", c.Containerd.Address), "use e.g. "+DefaultContainerdSocket)
-	}
+	p.socket("containerd.address", c.Containerd.Address, "use e.g. "+DefaultContainerdSocket)
 	switch c.Containerd.Backend {
 	case "auto", "containerd", "embedded":
 	default:
-		p.add("containerd.backend", fmt.Sprintf("%q is not a backend", c.Containerd.Backend), "use auto, containerd or embedded")
+		p.add("containerd.backend", fmt.Sprintf("%s is not a backend", quote(c.Containerd.Backend)), "use auto, containerd or embedded")
+	}
+	if !containerdNamespace.MatchString(c.Containerd.Namespace) {
+		p.add("containerd.namespace", fmt.Sprintf("%s is not a containerd namespace", quote(c.Containerd.Namespace)),
+			"letters and digits separated by '.', '_' or '-', at most 76 characters; the kubelet's is "+DefaultNamespace)
+	}
+	if !snapshotterName.MatchString(c.Containerd.Snapshotter) {
+		p.add("containerd.snapshotter", fmt.Sprintf("%s is not a snapshotter name", quote(c.Containerd.Snapshotter)), "use the CRI plugin's, e.g. "+DefaultSnapshotter)
 	}
 	if c.S3.Endpoint != "" {
 		if u, err := url.Parse(c.S3.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.add("s3.endpoint", fmt.Sprintf("%q is not an http(s) URL", c.S3.Endpoint), "use e.g. http://127.0.0.1:9000")
+			p.add("s3.endpoint", fmt.Sprintf("%s is not an http(s) URL", quote(c.S3.Endpoint)), "use e.g. http://127.0.0.1:9000")
 		}
 	}
+	if !regionName.MatchString(c.S3.Region) {
+		p.add("s3.region", fmt.Sprintf("%s is not a region name", quote(c.S3.Region)), "use e.g. "+DefaultRegion)
+	}
+	if len(c.S3.Profile) > maxStr || hasControl(c.S3.Profile) {
+		p.add("s3.profile", fmt.Sprintf("%s is not a profile name", quote(c.S3.Profile)), "name a profile of the shared AWS config files")
+	}
+	models := c.Models
+	if !p.countIn("models", len(models), "") {
+		models = nil
+	}
 	seen := map[string]int{}
-	for i, m := range c.Models {
+	for i, m := range models {
 		c.validateModel(&p, fmt.Sprintf("models[%d]", i), m)
 		if j, dup := seen[m.Name]; dup && m.Name != "" {
-			p.add(fmt.Sprintf("models[%d].name", i), fmt.Sprintf("%q repeats models[%d]", m.Name, j), "give each model one entry")
+			p.add(fmt.Sprintf("models[%d].name", i), fmt.Sprintf("%s repeats models[%d]", quote(m.Name), j), "give each model one entry")
 		}
 		seen[m.Name] = i
 	}
-	for i, im := range c.Images {
-		if strings.TrimSpace(im.Ref) == "" {
-			p.add(fmt.Sprintf("images[%d].ref", i), "is empty", "name an image, e.g. docker.io/vllm/vllm-openai:v0.11.0")
-		}
+	images := c.Images
+	if !p.countIn("images", len(images), "") {
+		images = nil
 	}
-	switch c.ImagePull.OnRemove {
-	case "unpin", "keep", "remove":
-	default:
-		p.add("imagePull.onRemove", fmt.Sprintf("%q is not a policy", c.ImagePull.OnRemove), "use unpin, keep or remove")
+	for i, im := range images {
+		p.imageRef(fmt.Sprintf("images[%d].ref", i), im.Ref)
 	}
-	positive(&p, "imagePull.concurrency", c.ImagePull.Concurrency)
-	positive(&p, "weights.concurrency", c.Weights.Concurrency)
-	nonNegative(&p, "weights.budget", c.Weights.Budget)
-	nonNegative(&p, "weights.bandwidthLimit", c.Weights.BandwidthLimit)
-	nonNegative(&p, "compileCache.budget", c.CompileCache.Budget)
-	if cs := c.Weights.ChunkSize.Value(); cs < 1<<20 || cs > 1<<30 {
-		p.add("weights.chunkSize", fmt.Sprintf("%s is outside 1Mi..1Gi", c.Weights.ChunkSize.String()), "use e.g. 16Mi")
-	}
+	c.validateImagePull(&p)
+	p.intIn("weights.concurrency", c.Weights.Concurrency, "")
+	p.qtyIn("weights.budget", c.Weights.Budget)
+	p.qtyIn("weights.bandwidthLimit", c.Weights.BandwidthLimit)
+	p.qtyIn("weights.chunkSize", c.Weights.ChunkSize)
+	p.durIn("weights.inUseWindow", c.Weights.InUseWindow.Duration)
 	if c.CompileCache.Remote != "" {
 		if _, _, err := ParseS3URL(c.CompileCache.Remote); err != nil {
 			p.add("compileCache.remote", err.Error(), "use s3://bucket/prefix")
 		}
 	}
-	positive(&p, "phases.keep", c.Phases.Keep)
-	if _, _, err := net.SplitHostPort(c.API.Listen); err != nil {
-		p.add("api.listen", fmt.Sprintf("%q is not host:port", c.API.Listen), "use e.g. :9400 or 127.0.0.1:9400")
+	p.durIn("compileCache.quietPeriod", c.CompileCache.QuietPeriod.Duration)
+	p.durIn("compileCache.restoreInterval", c.CompileCache.RestoreInterval.Duration)
+	p.qtyIn("compileCache.budget", c.CompileCache.Budget)
+	p.absDir("phases.podLogDir", c.Phases.PodLogDir, "use the kubelet's pod log dir, "+DefaultPodLogDir)
+	p.intIn("phases.keep", c.Phases.Keep, "")
+	if c.Readiness.Kubeconfig != "" {
+		p.absDir("readiness.kubeconfig", c.Readiness.Kubeconfig, "use an absolute path, or leave it empty for the in-cluster config")
 	}
-	if filepath.IsAbs(c.DataDir) && !filepath.IsAbs(c.API.Socket) { // a relative dataDir is reported once, above
-		p.add("api.socket", fmt.Sprintf("%q is not an absolute path", c.API.Socket), "leave it empty for <dataDir>/warmd.sock")
+	p.durIn("readiness.resync", c.Readiness.Resync.Duration)
+	if host, port, err := net.SplitHostPort(c.API.Listen); err != nil || !validPort(port) || hasControl(host) {
+		p.add("api.listen", fmt.Sprintf("%s is not host:port", quote(c.API.Listen)), "use e.g. :9400 or 127.0.0.1:9400")
+	}
+	if filepath.IsAbs(c.DataDir) { // a relative dataDir is reported once, above
+		p.socket("api.socket", c.API.Socket, "leave it empty for <dataDir>/warmd.sock")
 	}
 	if len(p) == 0 {
 		return nil
@@ -115,11 +146,49 @@ func (c *NodeConfig) Validate() error {
 	return &ValidationError{Problems: p}
 }
 
+func (c *NodeConfig) validateNodeName(p *problems) {
+	switch {
+	case c.NodeName == "":
+		p.add("nodeName", "is empty", "set nodeName or the NODE_NAME environment variable")
+	case len(c.NodeName) > maxNodeName || hasControl(c.NodeName) || strings.Contains(c.NodeName, "/"):
+		p.add("nodeName", fmt.Sprintf("%s is not a node name", quote(c.NodeName)), "use the Node's name (at most 253 characters)")
+	case !c.Readiness.Disabled && len(validation.IsDNS1123Subdomain(c.NodeName)) > 0:
+		p.add("nodeName", fmt.Sprintf("%s is not a Node name (lower-case DNS subdomain)", quote(c.NodeName)),
+			"set NODE_NAME from the downward API (spec.nodeName), or disable readiness off-cluster")
+	}
+}
+
+func (c *NodeConfig) validateImagePull(p *problems) {
+	ip := c.ImagePull
+	switch ip.OnRemove {
+	case "unpin", "keep", "remove":
+	default:
+		p.add("imagePull.onRemove", fmt.Sprintf("%s is not a policy", quote(ip.OnRemove)), "use unpin, keep or remove")
+	}
+	p.intIn("imagePull.concurrency", ip.Concurrency, "")
+	p.durIn("imagePull.resolveInterval", ip.ResolveInterval.Duration)
+	authFiles := ip.AuthFiles
+	if !p.countIn("imagePull.authFiles", len(authFiles), "") {
+		authFiles = nil
+	}
+	for i, f := range authFiles {
+		p.absDir(fmt.Sprintf("imagePull.authFiles[%d]", i), f, "use an absolute path to a docker config.json")
+	}
+	p.absDir("imagePull.hostsDir", ip.HostsDir, "use containerd's hosts dir, "+DefaultHostsDir)
+	plainHTTP := ip.PlainHTTP
+	if !p.countIn("imagePull.plainHTTP", len(plainHTTP), "") {
+		plainHTTP = nil
+	}
+	for i, h := range plainHTTP {
+		if !validHost(h) {
+			p.add(fmt.Sprintf("imagePull.plainHTTP[%d]", i), fmt.Sprintf("%s is not host or host:port", quote(h)), "use e.g. registry.local:5000")
+		}
+	}
+}
+
 func (c *NodeConfig) validateModel(p *problems, at string, m Model) {
-	if m.Name == "" {
-		p.add(at+".name", "is empty", "use the Hugging Face id, e.g. Qwen/Qwen2.5-7B-Instruct")
-	} else if strings.Count(m.Name, "/") > 1 || strings.ContainsAny(m.Name, " \\:") || strings.Contains(m.Name, "..") {
-		p.add(at+".name", fmt.Sprintf("%q is not an org/name model id", m.Name), "use the Hugging Face id, e.g. Qwen/Qwen2.5-7B-Instruct")
+	if err := model.ValidateName(m.Name); err != nil {
+		p.add(at+".name", ruleOf(err), "")
 	}
 	switch {
 	case m.Source == "":
@@ -129,26 +198,45 @@ func (c *NodeConfig) validateModel(p *problems, at string, m Model) {
 			p.add(at+".source", err.Error(), "use s3://bucket/prefix/")
 		}
 	case strings.HasPrefix(m.Source, "file://"):
-		if u, err := url.Parse(m.Source); err != nil || !path.IsAbs(u.Path) || u.Host != "" {
-			p.add(at+".source", fmt.Sprintf("%q is not a file:///absolute/path URL", m.Source), "use file:///path/ (three slashes)")
+		u, err := url.Parse(m.Source)
+		if err != nil || u.Host != "" || !path.IsAbs(u.Path) || hasControl(u.Path) {
+			p.add(at+".source", fmt.Sprintf("%s is not a file:///absolute/path URL", quote(m.Source)), "use file:///path/ (three slashes)")
+		} else if !isClean(u.Path) {
+			p.add(at+".source", fmt.Sprintf("%s has . or .. or empty parts", quote(m.Source)), "use the clean path, "+quote("file://"+path.Clean(u.Path)+"/"))
 		}
 	default:
-		p.add(at+".source", fmt.Sprintf("%q: scheme must be s3 or file", m.Source), "use s3://bucket/prefix/ or file:///path/")
+		p.add(at+".source", fmt.Sprintf("%s: scheme must be s3 or file", quote(m.Source)), "use s3://bucket/prefix/ or file:///path/")
 	}
-	if strings.ContainsAny(m.Revision, "/\\ ") || m.Revision == "." || m.Revision == ".." {
-		p.add(at+".revision", fmt.Sprintf("%q cannot name a snapshot dir", m.Revision), "use a commit hash or a ref such as main")
+	if err := model.ValidateRevision(m.Revision); err != nil {
+		p.add(at+".revision", ruleOf(err), "")
 	}
-	if m.TensorParallelSize < 1 {
-		p.add(at+".tensorParallelSize", fmt.Sprintf("%d is below 1", m.TensorParallelSize), "use 1, 2, 4 or 8")
+	if m.Image != "" {
+		p.imageRef(at+".image", m.Image)
 	}
+	p.intIn("tensorParallelSize", m.TensorParallelSize, at+".tensorParallelSize")
 	if m.NodeSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(m.NodeSelector); err != nil {
 			p.add(at+".nodeSelector", err.Error(), "see kubectl explain pod.spec.affinity for selector syntax")
 		}
 	}
-	for j, g := range append(append([]string{}, m.Include...), m.Exclude...) {
-		if _, err := path.Match(g, ""); err != nil {
-			p.add(fmt.Sprintf("%s.include/exclude[%d]", at, j), fmt.Sprintf("%q is not a glob", g), "use patterns like *.safetensors")
+	for _, list := range []struct {
+		name  string
+		globs []string
+	}{{"include", m.Include}, {"exclude", m.Exclude}} {
+		if !p.countIn("globs", len(list.globs), at+"."+list.name) {
+			continue
+		}
+		for j, g := range list.globs {
+			gat := fmt.Sprintf("%s.%s[%d]", at, list.name, j)
+			if _, err := path.Match(g, ""); err != nil || g == "" || len(g) > maxGlobLen || hasControl(g) {
+				p.add(gat, fmt.Sprintf("%s is not a glob", quote(g)), "use patterns like *.safetensors (at most 1024 bytes)")
+			}
+		}
+	}
+	if m.SHA256Manifest != "" {
+		if _, err := fsroot.ParsePath(m.SHA256Manifest); err != nil {
+			p.add(at+".sha256Manifest", fmt.Sprintf("%s is not a relative object name under source", quote(m.SHA256Manifest)),
+				"name the object relative to source, e.g. SHA256SUMS (no leading /, no . or .. parts)")
 		}
 	}
 }
@@ -165,14 +253,85 @@ func ParseS3URL(s string) (bucket, prefix string, err error) {
 	return u.Host, strings.TrimPrefix(u.Path, "/"), nil
 }
 
-func positive(p *problems, at string, v int) {
-	if v < 1 {
-		p.add(at, fmt.Sprintf("%d is below 1", v), "leave it out for the default")
+// absDir requires an absolute, clean path.
+func (p *problems) absDir(at, v, hint string) {
+	switch {
+	case v == "":
+		p.add(at, "is empty", hint)
+	case hasControl(v):
+		p.add(at, fmt.Sprintf("%s has control characters", quote(v)), hint)
+	case !filepath.IsAbs(v):
+		p.add(at, fmt.Sprintf("%s is not an absolute path", quote(v)), hint)
+	case !isClean(v):
+		p.add(at, fmt.Sprintf("%s has . or .. or empty parts", quote(v)), "use the clean path "+quote(filepath.Clean(v)))
 	}
 }
 
-func nonNegative(p *problems, at string, q resource.Quantity) {
-	if q.Sign() < 0 {
-		p.add(at, fmt.Sprintf("%s is negative", q.String()), "use 0 for no limit")
+// socket requires an absolute unix socket path short enough to bind.
+func (p *problems) socket(at, v, hint string) {
+	p.absDir(at, v, hint)
+	if filepath.IsAbs(v) && len(v) > maxSocketPath {
+		p.add(at, fmt.Sprintf("is %d bytes; a unix socket path may be at most %d", len(v), maxSocketPath), "use a shorter path (or a shorter dataDir)")
 	}
 }
+
+func (p *problems) imageRef(at, ref string) {
+	if strings.TrimSpace(ref) == "" {
+		p.add(at, "is empty", "name an image, e.g. docker.io/vllm/vllm-openai:v0.11.0")
+		return
+	}
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		p.add(at, fmt.Sprintf("%s is not an image reference: %v", quote(ref), err), "use e.g. docker.io/vllm/vllm-openai:v0.11.0 or name@sha256:<digest>")
+	}
+}
+
+// isClean: no ".", ".." or empty components (a trailing slash is fine).
+func isClean(v string) bool {
+	t := strings.TrimSuffix(v, "/")
+	return t == "" || filepath.Clean(t) == t
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+func validHost(h string) bool {
+	if h == "" || len(h) > maxStr || hasControl(h) || strings.ContainsAny(h, "/ ") {
+		return false
+	}
+	if host, port, err := net.SplitHostPort(h); err == nil {
+		return host != "" && validPort(port)
+	}
+	return !strings.Contains(h, ":") || net.ParseIP(h) != nil
+}
+
+// ruleOf renders a pkg/model error after the field path (its rule already names the fix).
+func ruleOf(err error) string {
+	var ne *model.NameError
+	if errors.As(err, &ne) {
+		if ne.Value == "" {
+			return ne.Rule
+		}
+		return quote(ne.Value) + " " + ne.Rule
+	}
+	return err.Error()
+}
+
+// quote renders a config value in a message (escaped, shortened).
+func quote(s string) string { return fsroot.Quote(s) }
+
+var (
+	containerdNamespace = regexp.MustCompile(`^[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*$`)
+	snapshotterName     = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	regionName          = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+)

@@ -3,8 +3,9 @@ package config
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -35,10 +36,10 @@ func Watch(ctx context.Context, path string, initial []byte, poll time.Duration,
 	// Editors and the kubelet write in several steps; wait for a short quiet spell before reading.
 	var debounce <-chan time.Time
 	check := func() {
-		data, err := os.ReadFile(path)
+		data, err := Read(path) // capped like the first read: a reload must not cost more than a start
 		if err != nil {
-			if !os.IsNotExist(err) { // mid-swap the file may be briefly absent; the next event retries
-				onChange(nil, fmt.Errorf("read config: %w", err))
+			if !errors.Is(err, fs.ErrNotExist) { // mid-swap the file may be briefly absent; the next event retries
+				onChange(nil, err)
 			}
 			return
 		}

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Bounds of the names, exported so docs and error messages quote one number.
@@ -31,7 +33,7 @@ const (
 var ErrInvalid = errors.New("invalid name")
 
 // NameError says which name was refused and which rule it breaks. The value is a config value or a
-// name from outside, never file content; it is quoted and shortened so it prints safely.
+// name from outside, never file content; it is quoted and shortened (fsroot.Quote) so it prints safely.
 type NameError struct {
 	// Kind is "model name", "revision" or "compile-cache component".
 	Kind  string
@@ -41,21 +43,11 @@ type NameError struct {
 }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("%s %s: %s", e.Kind, Quote(e.Value), e.Rule)
+	return fmt.Sprintf("%s %s: %s", e.Kind, fsroot.Quote(e.Value), e.Rule)
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *NameError) Is(target error) bool { return target == ErrInvalid }
-
-// Quote renders a hostile name for a message: %q-quoted (control characters escaped) and cut at 100
-// bytes.
-func Quote(s string) string {
-	const limit = 100
-	if len(s) > limit {
-		return fmt.Sprintf("%q... (%d bytes)", strings.ToValidUTF8(s[:limit], ""), len(s))
-	}
-	return fmt.Sprintf("%q", s)
-}
 
 // ValidateName checks a model id ("Qwen/Qwen2.5-7B-Instruct" or "gpt2") against the Hub's rules.
 func ValidateName(s string) error {

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Every number and duration of a NodeConfig has a range. A value outside it validates nowhere else:
+// 2e9 GETs in flight or a negative resync interval would pass a sign check and then take the daemon
+// down. The tables below are the one place the ranges live; the struct doc comments (types.go) repeat
+// them for readers and TestBoundsDocumented keeps both in step.
+
+// intBound is the range of one integer field.
+type intBound struct {
+	path     string
+	field    string // the Go field, Type.Field, for the doc-comment check
+	min, max int
+	why      string
+}
+
+// durBound is the range of one duration field.
+type durBound struct {
+	path     string
+	field    string
+	min, max time.Duration
+	why      string
+}
+
+// qtyBound is the range of one quantity field; zero is allowed when zeroOff (it means "no cap").
+type qtyBound struct {
+	path     string
+	field    string
+	zeroOff  bool
+	min, max string
+	why      string
+}
+
+// countBound caps the length of a list.
+type countBound struct {
+	path string
+	max  int
+	why  string
+}
+
+var (
+	intBounds = map[string]intBound{
+		"imagePull.concurrency": {"imagePull.concurrency", "ImagePull.Concurrency", 1, 16,
+			"each pull holds registry connections and unpacks onto the node's disk; more only slows every pull"},
+		"weights.concurrency": {"weights.concurrency", "Weights.Concurrency", 1, 256,
+			"each in-flight ranged GET holds a buffer and a connection; beyond 256 only memory and S3 throttling grow"},
+		"phases.keep": {"phases.keep", "Phases.Keep", 1, 10000,
+			"start records are kept in memory and in the state file"},
+		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
+			"the GPUs one vLLM instance spans"},
+	}
+	durBounds = map[string]durBound{
+		"imagePull.resolveInterval": {"imagePull.resolveInterval", "ImagePull.ResolveInterval", 10 * time.Second, 24 * time.Hour,
+			"below 10s every node hammers the registry; above a day a moved tag stays stale"},
+		"weights.inUseWindow": {"weights.inUseWindow", "Weights.InUseWindow", time.Minute, 168 * time.Hour,
+			"below a minute a model can be evicted between a loading pod's reads; above a week nothing is ever idle"},
+		"compileCache.quietPeriod": {"compileCache.quietPeriod", "CompileCache.QuietPeriod", time.Second, time.Hour,
+			"below 1s entries are captured while still being written; above an hour new kernels are shared too late"},
+		"compileCache.restoreInterval": {"compileCache.restoreInterval", "CompileCache.RestoreInterval", 10 * time.Second, 24 * time.Hour,
+			"below 10s every node polls the shared index nonstop; above a day other nodes' bundles arrive too late"},
+		"readiness.resync": {"readiness.resync", "Readiness.Resync", 10 * time.Second, 24 * time.Hour,
+			"below 10s every node loads the API server; above a day drift on the Node is never corrected"},
+	}
+	qtyBounds = map[string]qtyBound{
+		"weights.budget": {"weights.budget", "Weights.Budget", true, "1Mi", "1Ei",
+			"a budget under 1Mi evicts every model (did you forget the unit, e.g. 500Gi?)"},
+		"weights.bandwidthLimit": {"weights.bandwidthLimit", "Weights.BandwidthLimit", true, "1Mi", "1Ti",
+			"bytes per second; under 1Mi a model never finishes (did you forget the unit, e.g. 2Gi?)"},
+		"weights.chunkSize": {"weights.chunkSize", "Weights.ChunkSize", false, "1Mi", "1Gi",
+			"one ranged GET; smaller chunks cost a request each, larger ones hold memory and retry slowly"},
+		"compileCache.budget": {"compileCache.budget", "CompileCache.Budget", true, "1Mi", "1Ei",
+			"a budget under 1Mi evicts every cache (did you forget the unit, e.g. 50Gi?)"},
+	}
+	countBounds = map[string]countBound{
+		"models":              {"models", 1000, "each model is watched, labelled and predicted on every node"},
+		"images":              {"images", 1000, "each image is resolved and pinned on every node"},
+		"globs":               {"include/exclude", 100, "each pattern is matched against every object name"},
+		"imagePull.authFiles": {"imagePull.authFiles", 32, "each file is read on every pull"},
+		"imagePull.plainHTTP": {"imagePull.plainHTTP", 100, "a list of registry hosts"},
+	}
+)
+
+// Other fixed limits.
+const (
+	// MaxFileBytes caps the config file. A ConfigMap holds at most 1 MiB, and YAML decoding costs
+	// about twenty times the file's size in memory, so anything larger is refused before it is read.
+	MaxFileBytes = 1 << 20
+	// maxSocketPath is sun_path's size less its NUL: a longer unix socket path cannot be bound.
+	maxSocketPath = 107
+	// maxGlobLen bounds one include/exclude pattern.
+	maxGlobLen = 1024
+	// maxNodeName is a DNS subdomain's limit, which a Node's name obeys.
+	maxNodeName = 253
+	// maxStr bounds free-form strings (profile, plain-HTTP hosts).
+	maxStr = 256
+)
+
+func (p *problems) intIn(key string, v int, at string) {
+	b := intBounds[key]
+	if at == "" {
+		at = b.path
+	}
+	if v < b.min || v > b.max {
+		p.add(at, fmt.Sprintf("%d is outside %d..%d", v, b.min, b.max), b.why)
+	}
+}
+
+func (p *problems) durIn(key string, v time.Duration) {
+	b := durBounds[key]
+	if v < b.min || v > b.max {
+		p.add(b.path, fmt.Sprintf("%s is outside %s..%s", v, fmtDur(b.min), fmtDur(b.max)), b.why)
+	}
+}
+
+func (p *problems) qtyIn(key string, q resource.Quantity) {
+	b := qtyBounds[key]
+	if b.zeroOff && q.IsZero() {
+		return
+	}
+	lo, hi := resource.MustParse(b.min), resource.MustParse(b.max)
+	if q.Cmp(lo) < 0 || q.Cmp(hi) > 0 {
+		rng := b.min + ".." + b.max
+		if b.zeroOff {
+			rng = "0 (no cap) or " + rng
+		}
+		p.add(b.path, fmt.Sprintf("%s is outside %s", q.String(), rng), b.why)
+	}
+}
+
+// countIn reports a list longer than its cap and returns false then, so the caller skips checking
+// each of a million entries.
+func (p *problems) countIn(key string, n int, at string) bool {
+	b := countBounds[key]
+	if at == "" {
+		at = b.path
+	}
+	if n > b.max {
+		p.add(at, fmt.Sprintf("has %d entries; at most %d", n, b.max), b.why)
+		return false
+	}
+	return true
+}
+
+// fmtDur prints a bound the way an operator writes it: 10s, 1m, 24h, not 24h0m0s.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
