@@ -129,6 +129,7 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	if err != nil {
 		return err
 	}
+	defer e.Close()
 	mode := o.progress
 	if mode == "auto" {
 		mode = "plain"

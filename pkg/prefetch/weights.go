@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -21,18 +22,38 @@ type Weights interface {
 }
 
 // Source holds one model's files: an S3 prefix, a local mirror dir. Names are relative to the
-// model's root, with forward slashes.
+// model's root, with forward slashes, and are validated by the source before anyone sees them: a
+// bucket's keys and a mirror's file names are outside input, and each becomes a path in the
+// snapshot.
 type Source interface {
-	// List returns every file of the model with its size (and ETag/checksum algorithm if known).
-	List(ctx context.Context) ([]objstore.Object, error)
+	// List returns every file of the model. A name that is not a safe relative path, or a listing
+	// that cannot form one tree (a name listed twice, a file that is also a directory), is an error
+	// naming the entry and the fix: the model must fail rather than publish part of itself.
+	List(ctx context.Context) (Listing, error)
 	// Head returns one file's metadata with its stored checksum, if the source keeps one.
-	Head(ctx context.Context, name string) (objstore.Object, error)
+	Head(ctx context.Context, name fsroot.Path) (objstore.Object, error)
 	// Parts returns a multipart object's parts (nil if single-part or unknown).
-	Parts(ctx context.Context, name string) ([]objstore.Part, error)
+	Parts(ctx context.Context, name fsroot.Path) ([]objstore.Part, error)
 	// GetRange writes n bytes of name from off into w, in order.
-	GetRange(ctx context.Context, name string, off, n int64, w io.Writer) (int64, error)
+	GetRange(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error)
 	// String names the source for logs and errors (s3://bucket/prefix/, file:///dir/).
 	String() string
+}
+
+// Listing is what a Source lists for one model.
+type Listing struct {
+	// Files are the model's files in name order; each Object.Key is Name.String().
+	Files []File
+	// Skipped names entries the source left out and why (a file:// link leading out of the source
+	// dir, dangling, or naming a directory), already quoted for display.
+	Skipped []string
+}
+
+// File is one file of a model: its validated name (the path it gets in the snapshot) and the
+// store's metadata.
+type File struct {
+	Name fsroot.Path
+	objstore.Object
 }
 
 // Weights states beyond the shared queued, ready and failed: a model goes queued → downloading →
@@ -65,9 +86,12 @@ type ModelStatus struct {
 	// CacheRoot is the Hugging Face cache root (HF_HUB_CACHE) holding the model.
 	CacheRoot string `json:"cacheRoot,omitempty"`
 	// Files records how each file was verified; set once Ready.
-	Files    []FileVerification `json:"files,omitempty"`
-	Started  time.Time          `json:"started,omitzero"`
-	Finished time.Time          `json:"finished,omitzero"`
+	Files []FileVerification `json:"files,omitempty"`
+	// Skipped lists what the source left out and why (see Listing.Skipped), so a model that
+	// published without a file says so.
+	Skipped  []string  `json:"skipped,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 }
 
 // Verified reports whether the weights of model at revision are verified and published.

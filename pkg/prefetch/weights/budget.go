@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -36,16 +36,20 @@ func (e *Engine) Touch(model string) error {
 
 // Installed returns the published models, from their records.
 func (e *Engine) Installed() ([]record, error) {
-	entries, err := os.ReadDir(e.recordDir())
+	entries, err := e.state.ReadDir(fsroot.Path{})
 	if err != nil {
 		return nil, err
 	}
 	var out []record
 	for _, d := range entries {
-		if !strings.HasSuffix(d.Name(), ".json") {
+		if !strings.HasSuffix(d.Name(), ".json") || fsroot.IsTemp(d.Name()) || !d.Type().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(e.recordDir(), d.Name()))
+		p, err := (fsroot.Path{}).Child(d.Name())
+		if err != nil {
+			continue
+		}
+		data, err := e.state.ReadFile(p, maxRecord)
 		if err != nil {
 			continue
 		}
@@ -60,18 +64,22 @@ func (e *Engine) Installed() ([]record, error) {
 // UsedBytes is the bytes of every published model's blobs.
 func (e *Engine) UsedBytes() int64 {
 	var n int64
-	entries, _ := os.ReadDir(e.CacheRoot())
+	entries, _ := e.cache.ReadDir(fsroot.Path{})
 	for _, d := range entries {
-		if strings.HasPrefix(d.Name(), "models--") {
-			n += dirBytes(filepath.Join(e.CacheRoot(), d.Name(), "blobs"))
+		if !strings.HasPrefix(d.Name(), "models--") || !d.IsDir() {
+			continue
+		}
+		if p, err := fsroot.Join(d.Name(), "blobs"); err == nil {
+			n += e.dirBytes(p)
 		}
 	}
 	return n
 }
 
-func dirBytes(d string) int64 {
+// dirBytes sums the regular files below d (never through a link).
+func (e *Engine) dirBytes(d fsroot.Path) int64 {
 	var n int64
-	filepath.WalkDir(d, func(_ string, de fs.DirEntry, err error) error {
+	e.cache.WalkDir(d, func(_ fsroot.Path, de fs.DirEntry, err error) error {
 		if err == nil && de.Type().IsRegular() {
 			if fi, err := de.Info(); err == nil {
 				n += fi.Size()
@@ -97,13 +105,17 @@ func (e *Engine) makeRoom(m config.Model, need int64) error {
 	if need > e.opts.Budget {
 		return fmt.Errorf("%w: model %s needs %d bytes, the budget is %d (raise weights.budget)", ErrBudget, m.Name, need, e.opts.Budget)
 	}
-	own := dirBytes(filepath.Join(e.ModelDir(m.Name), "blobs")) // replaced by this fetch's blobs
+	mp, err := pathsFor(m.Name, "main")
+	if err != nil {
+		return err
+	}
+	own := e.dirBytes(mp.blobs()) // replaced by this fetch's blobs
 	used := e.UsedBytes() - own
 	if used+need <= e.opts.Budget {
 		return nil
 	}
 	recs, err := e.Installed()
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	slices.SortFunc(recs, func(a, b record) int { return a.LastUsed.Compare(b.LastUsed) })
@@ -146,16 +158,22 @@ func (e *Engine) Evict(model string) (int64, error) {
 }
 
 func (e *Engine) evictLocked(model string) (int64, error) {
-	dir := e.ModelDir(model)
-	freed := dirBytes(filepath.Join(dir, "blobs"))
-	if err := os.Remove(e.recordPath(model)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	mp, err := pathsFor(model, "main")
+	if err != nil {
 		return 0, err
 	}
-	trash := filepath.Join(e.stagingRoot(), "evict-"+ModelDirName(model)+fmt.Sprint(time.Now().UnixNano()))
-	if err := os.Rename(dir, trash); err != nil && !errors.Is(err, os.ErrNotExist) {
+	freed := e.dirBytes(mp.blobs())
+	if err := e.state.Remove(mp.record); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	trash, err := staging.Child(fmt.Sprintf("evict-%s-%d", mp.dir, time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	if err := e.cache.Rename(mp.dir, trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("evict %s: %w", model, err)
 	}
-	if err := os.RemoveAll(trash); err != nil {
+	if err := e.cache.RemoveAll(trash); err != nil {
 		return 0, fmt.Errorf("evict %s: %w", model, err)
 	}
 	return freed, nil
@@ -176,31 +194,57 @@ func (e *Engine) Check(m config.Model) (prefetch.ModelStatus, error) {
 	if r.Revision != m.Revision || r.Source != sourceString(m.Source) {
 		return prefetch.ModelStatus{}, fmt.Errorf("model %s on disk is revision %s from %s; the config wants %s from %s", m.Name, r.Revision, r.Source, m.Revision, m.Source)
 	}
-	snap := e.SnapshotPath(m.Name, m.Revision)
+	mp, err := pathsFor(m.Name, m.Revision)
+	if err != nil {
+		return prefetch.ModelStatus{}, err
+	}
 	for _, fv := range r.Files {
-		p := filepath.Join(snap, filepath.FromSlash(fv.Name))
-		fi, err := os.Stat(p)
-		if err != nil {
-			return prefetch.ModelStatus{}, fmt.Errorf("model %s: %s: %w", m.Name, fv.Name, err)
-		}
-		if fi.Size() != fv.Size {
-			return prefetch.ModelStatus{}, fmt.Errorf("model %s: %s is %d bytes, verified as %d", m.Name, fv.Name, fi.Size(), fv.Size)
-		}
-		if strings.HasSuffix(fv.Name, ".safetensors") {
-			fh, err := os.Open(p)
-			if err != nil {
-				return prefetch.ModelStatus{}, err
-			}
-			err = checkSafetensors(fh, fi.Size())
-			fh.Close()
-			if err != nil {
-				return prefetch.ModelStatus{}, fmt.Errorf("model %s: %s: %w", m.Name, fv.Name, err)
-			}
+		if err := e.checkFile(mp, r, fv); err != nil {
+			return prefetch.ModelStatus{}, fmt.Errorf("model %s: %s: %w", m.Name, fsroot.Quote(fv.Name), err)
 		}
 	}
+	snap := e.cache.Name(mp.snapshot())
 	return prefetch.ModelStatus{Model: m.Name, Revision: m.Revision, Source: m.Source, State: prefetch.StateReady,
 		BytesDone: r.Bytes, BytesTotal: r.Bytes, SnapshotPath: snap, CacheRoot: e.CacheRoot(), Files: r.Files,
 		Finished: r.Published}, nil
+}
+
+// checkFile checks one recorded file on handles: its snapshot entry is the link warmd made (by its
+// text: nothing is followed), the blob it names is a regular file of the verified size, and a
+// safetensors header still parses.
+func (e *Engine) checkFile(mp modelPaths, r *record, fv prefetch.FileVerification) error {
+	name, err := fsroot.ParsePath(fv.Name)
+	if err != nil {
+		return err
+	}
+	blobName := r.Blobs[fv.Name]
+	blob, err := mp.blobs().Child(blobName)
+	if err != nil {
+		return fmt.Errorf("the record names no valid blob: %w", err)
+	}
+	t, err := e.cache.Readlink(mp.snapshot().Join(name))
+	if err != nil {
+		return err
+	}
+	if t != blobTarget(name, blobName) {
+		return fmt.Errorf("the snapshot entry is not the link warmd made (points elsewhere)")
+	}
+	fi, err := e.cache.Lstat(blob)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != fv.Size {
+		return fmt.Errorf("blob is %d bytes (%s), verified as %d", fi.Size(), fi.Mode().Type(), fv.Size)
+	}
+	if strings.HasSuffix(fv.Name, ".safetensors") {
+		fh, err := e.cache.Open(blob)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		return checkSafetensors(fh, fi.Size())
+	}
+	return nil
 }
 
 // sourceString normalizes a model source URL the way the sources print themselves.

@@ -22,17 +22,18 @@ package weights
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -104,16 +105,26 @@ type Options struct {
 
 // Engine implements prefetch.Weights. One Engine serves every model of a process, sharing its
 // buffer pool and bandwidth cap; Fetch calls for different models may run concurrently.
+//
+// Every file it creates, links, renames or removes is reached through two fsroot Roots — the cache
+// root (HF_HUB_CACHE) and the records dir — from validated Paths: listed names are fsroot Paths from
+// the source, model dirs and revisions pass pkg/model and fsroot before use, and no link below
+// either root is ever followed.
 type Engine struct {
-	opts Options
-	pool *bufPool
-	bw   *bandwidth
-	mu   sync.Mutex // serializes budget decisions and publishing
+	opts  Options
+	cache *fsroot.Root // CacheRoot: models--*/ and .staging/
+	state *fsroot.Root // DataDir/state/weights: the records
+	pool  *bufPool
+	bw    *bandwidth
+	mu    sync.Mutex // serializes budget decisions and publishing
 }
 
 var _ prefetch.Weights = (*Engine)(nil)
 
-// New returns an engine; it creates DataDir/weights.
+// staging is where models are downloaded and snapshots built before they are published.
+var staging = fsroot.MustPath(".staging")
+
+// New returns an engine; it creates DataDir/weights (or CacheRoot) and DataDir/state/weights.
 func New(opts Options) (*Engine, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("weights engine: empty data dir (set dataDir in the config)")
@@ -155,38 +166,118 @@ func New(opts Options) (*Engine, error) {
 	if opts.Open == nil {
 		return nil, errors.New("weights engine: no source opener")
 	}
+	data, err := fsroot.Open(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("weights engine: %w", err)
+	}
+	defer data.Close()
 	e := &Engine{opts: opts, pool: newBufPool(opts.BufferSize, opts.Concurrency),
 		bw: newBandwidth(opts.BandwidthLimit, max(opts.BufferSize, 1<<20))}
-	for _, d := range []string{e.CacheRoot(), e.stagingRoot(), e.recordDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create %s: %w", d, err)
-		}
+	if e.state, err = data.Sub(fsroot.MustPath("state/weights")); err != nil {
+		return nil, fmt.Errorf("weights engine: records dir: %w", err)
+	}
+	if opts.CacheRoot != "" {
+		e.cache, err = fsroot.Open(opts.CacheRoot)
+	} else {
+		e.cache, err = data.Sub(fsroot.MustPath("weights"))
+	}
+	if err == nil {
+		err = e.cache.MkdirAll(staging, 0o755)
+	}
+	if err != nil {
+		e.Close()
+		return nil, fmt.Errorf("weights engine: cache root: %w", err)
 	}
 	return e, nil
 }
 
-// CacheRoot is the Hugging Face cache root (HF_HUB_CACHE) the engine publishes into.
-func (e *Engine) CacheRoot() string {
-	if e.opts.CacheRoot != "" {
-		return e.opts.CacheRoot
+// Close releases the engine's directory handles. Fetches must have returned.
+func (e *Engine) Close() error {
+	var errs []error
+	for _, r := range []*fsroot.Root{e.cache, e.state} {
+		if r != nil {
+			errs = append(errs, r.Close())
+		}
 	}
-	return filepath.Join(e.opts.DataDir, "weights")
+	return errors.Join(errs...)
 }
 
-func (e *Engine) stagingRoot() string { return filepath.Join(e.CacheRoot(), ".staging") }
-func (e *Engine) recordDir() string   { return filepath.Join(e.opts.DataDir, "state", "weights") }
+// CacheRoot is the Hugging Face cache root (HF_HUB_CACHE) the engine publishes into.
+func (e *Engine) CacheRoot() string { return e.cache.Dir() }
 
-// ModelDir is the HF cache dir of model: models--<org>--<name>.
+// ModelDir is the HF cache dir of model (models--<org>--<name>), "" for an invalid model name.
 func (e *Engine) ModelDir(model string) string {
-	return filepath.Join(e.CacheRoot(), ModelDirName(model))
+	mp, err := pathsFor(model, "main")
+	if err != nil {
+		return ""
+	}
+	return e.cache.Name(mp.dir)
 }
 
-// ModelDirName is the HF cache dir name of a model id ("org/name" → "models--org--name").
-func ModelDirName(model string) string { return "models--" + strings.ReplaceAll(model, "/", "--") }
+// ModelDirName is the HF cache dir name of a model id ("org/name" → "models--org--name"); "" for a
+// name pkg/model refuses.
+func ModelDirName(name string) string {
+	d, err := model.DirName(name)
+	if err != nil {
+		return ""
+	}
+	return d
+}
 
-// SnapshotPath is the dir vLLM loads as --model once the model is published.
+// SnapshotPath is the dir vLLM loads as --model once the model is published; "" for an invalid
+// model name or revision.
 func (e *Engine) SnapshotPath(model, revision string) string {
-	return filepath.Join(e.ModelDir(model), "snapshots", revision)
+	mp, err := pathsFor(model, revision)
+	if err != nil {
+		return ""
+	}
+	return e.cache.Name(mp.snapshot())
+}
+
+// modelPaths are the validated places of one model revision below the cache and records roots.
+type modelPaths struct {
+	name    string
+	dir     fsroot.Path // models--org--name
+	rev     fsroot.Path // the revision, one component
+	staging fsroot.Path // .staging/models--org--name@rev
+	record  fsroot.Path // below the records root: models--org--name.json
+}
+
+func (mp modelPaths) blobs() fsroot.Path     { return mp.dir.Join(fsroot.MustPath("blobs")) }
+func (mp modelPaths) snapshots() fsroot.Path { return mp.dir.Join(fsroot.MustPath("snapshots")) }
+func (mp modelPaths) snapshot() fsroot.Path  { return mp.snapshots().Join(mp.rev) }
+func (mp modelPaths) ref() fsroot.Path       { return mp.dir.Join(fsroot.MustPath("refs")).Join(mp.rev) }
+
+// pathsFor validates a model name and revision itself — whoever called (config validation is one
+// caller, not the only one) — and returns where they live. A revision is one path component: an
+// unsafe one would otherwise become snapshots/<rev> and refs/<rev>.
+func pathsFor(name, revision string) (modelPaths, error) {
+	dir, err := model.DirName(name)
+	if err != nil {
+		return modelPaths{}, fmt.Errorf("%w (fix the model's name in the config)", err)
+	}
+	if err := model.ValidateRevision(revision); err != nil {
+		return modelPaths{}, fmt.Errorf("model %s: %w (fix the model's revision in the config)", name, err)
+	}
+	mp := modelPaths{name: name}
+	if mp.dir, err = fsroot.ParsePath(dir); err != nil {
+		return modelPaths{}, fmt.Errorf("model %s: %w", name, err)
+	}
+	if mp.rev, err = (fsroot.Path{}).Child(revision); err != nil {
+		return modelPaths{}, fmt.Errorf("model %s: revision: %w", name, err)
+	}
+	st := dir + "@" + revision
+	if len(st) > fsroot.MaxComponentLen {
+		sum := sha256.Sum256([]byte(revision))
+		st = dir + "@" + hex.EncodeToString(sum[:16])
+	}
+	if mp.staging, err = staging.Child(st); err != nil {
+		return modelPaths{}, fmt.Errorf("model %s: staging dir: %w", name, err)
+	}
+	if mp.record, err = (fsroot.Path{}).Child(dir + ".json"); err != nil {
+		return modelPaths{}, fmt.Errorf("model %s: record: %w", name, err)
+	}
+	return mp, nil
 }
 
 // BandwidthAccounting reports what the bandwidth cap admitted and the total delay it imposed.
@@ -234,34 +325,48 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 		return st, err
 	}
 	progress(st)
+	mp, err := pathsFor(m.Name, m.Revision)
+	if err != nil {
+		return fail(err)
+	}
 	src, err := e.opts.Open(ctx, m)
 	if err != nil {
 		return fail(fmt.Errorf("model %s: %w", m.Name, err))
 	}
-	objs, err := src.List(ctx)
+	listing, err := src.List(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("model %s: list %s: %w", m.Name, src, err))
 	}
+	if len(listing.Skipped) > 0 {
+		st.Skipped = listing.Skipped
+		e.opts.Log.Warn("source entries skipped", "model", m.Name, "source", src.String(), "skipped", listing.Skipped)
+	}
 	var files []stagedFile
-	for _, o := range objs {
-		if selectFiles(m, o.Key) {
-			files = append(files, stagedFile{obj: o})
-			st.BytesTotal += o.Size
+	for _, lf := range listing.Files {
+		if selectFiles(m, lf.Key) {
+			files = append(files, stagedFile{obj: lf.Object, name: lf.Name})
+			st.BytesTotal += lf.Size
 		}
 	}
 	if len(files) == 0 {
 		return fail(fmt.Errorf("model %s: %w: no files under %s match include %v / exclude %v; check source and globs", m.Name, ErrLayout, src, m.Include, m.Exclude))
 	}
+	if err := e.checkLinks(mp, files); err != nil {
+		return fail(fmt.Errorf("model %s: %w", m.Name, err))
+	}
 	if cur, ok := e.current(m, files); ok {
 		// Already verified and published, and the source has not changed: nothing to fetch.
-		os.RemoveAll(filepath.Join(e.stagingRoot(), ModelDirName(m.Name)+"@"+m.Revision))
+		if err := e.cache.RemoveAll(mp.staging); err != nil {
+			e.opts.Log.Warn("could not clean stale staging", "model", m.Name, "err", err)
+		}
+		cur.Skipped = st.Skipped
 		progress(cur)
 		return cur, nil
 	}
 	if err := e.makeRoom(m, st.BytesTotal); err != nil {
 		return fail(err)
 	}
-	f := &fetch{e: e, m: m, src: src, files: files, status: st, progress: progress}
+	f := &fetch{e: e, m: m, mp: mp, src: src, files: files, status: st, progress: progress}
 	st, err = f.run(ctx)
 	if err != nil {
 		return fail(err)

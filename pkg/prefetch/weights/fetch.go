@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 )
@@ -24,7 +24,8 @@ import (
 // stagedFile is one file being fetched: its listing and its preallocated staging file.
 type stagedFile struct {
 	obj    objstore.Object
-	path   string
+	name   fsroot.Path // obj.Key, validated by the source: the file's path in the snapshot
+	data   fsroot.Path // the staging file below the cache root (.staging/<model>@<rev>/data/<i>)
 	fh     *os.File
 	direct *os.File // O_DIRECT descriptor for aligned writes; nil when off or unsupported
 	// streamAlg is the store's full-object CRC algorithm for this file, when it has one that
@@ -37,9 +38,9 @@ type stagedFile struct {
 type fetch struct {
 	e        *Engine
 	m        config.Model
+	mp       modelPaths
 	src      prefetch.Source
 	files    []stagedFile
-	dir      string
 	j        *journal
 	done     atomic.Int64
 	mu       sync.Mutex
@@ -108,12 +109,11 @@ func (f *fetch) reporter(ctx context.Context) func() {
 
 func (f *fetch) run(ctx context.Context) (prefetch.ModelStatus, error) {
 	e := f.e
-	f.dir = filepath.Join(e.stagingRoot(), ModelDirName(f.m.Name)+"@"+f.m.Revision)
 	h := journalHeader{Source: f.src.String(), Revision: f.m.Revision, ChunkSize: e.opts.ChunkSize}
 	for _, sf := range f.files {
 		h.Files = append(h.Files, journalFile{Name: sf.obj.Key, Size: sf.obj.Size, ETag: sf.obj.ETag})
 	}
-	j, fresh, err := openJournal(f.dir, h)
+	j, fresh, err := openJournal(e.cache, f.mp.staging, h)
 	if err != nil {
 		return f.status, fmt.Errorf("model %s: staging: %w", f.m.Name, err)
 	}
@@ -136,7 +136,7 @@ func (f *fetch) run(ctx context.Context) (prefetch.ModelStatus, error) {
 		if errors.Is(err, ErrDiskFull) || errors.Is(err, ErrVerify) || errors.Is(err, ErrLayout) || errors.Is(err, ErrBudget) {
 			// Nothing here is worth resuming (and a full disk needs the room back).
 			j.close()
-			if rmErr := os.RemoveAll(f.dir); rmErr != nil {
+			if rmErr := e.cache.RemoveAll(f.mp.staging); rmErr != nil {
 				err = errors.Join(err, fmt.Errorf("clean staging: %w", rmErr))
 			}
 		}
@@ -211,27 +211,31 @@ func firstKey(m map[int]error) int {
 // preallocate creates every staging file at its full size (fallocate, so a disk that cannot hold the
 // model fails now, not at 90%) and counts the bytes already journaled.
 func (f *fetch) preallocate() error {
-	data := filepath.Join(f.dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
+	root := f.e.cache
+	data := f.mp.staging.Join(fsroot.MustPath("data"))
+	if err := root.MkdirAll(data, 0o755); err != nil {
 		return diskErr(err)
 	}
 	cs := f.e.opts.ChunkSize
 	for i := range f.files {
 		sf := &f.files[i]
-		sf.path = filepath.Join(data, strconv.Itoa(i))
-		fh, err := os.OpenFile(sf.path, os.O_CREATE|os.O_RDWR, 0o644)
+		var err error
+		if sf.data, err = data.Child(strconv.Itoa(i)); err != nil {
+			return err
+		}
+		fh, err := root.OpenFile(sf.data, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
-			return diskErr(fmt.Errorf("create %s: %w", sf.path, err))
+			return diskErr(fmt.Errorf("create staging file for %s: %w", sf.obj.Key, err))
 		}
 		sf.fh = fh
 		if fi, err := fh.Stat(); err == nil && fi.Size() != sf.obj.Size {
 			if err := fallocate(fh, sf.obj.Size); err != nil {
-				return diskErr(fmt.Errorf("preallocate %s (%d bytes) for %s: %w", sf.path, sf.obj.Size, sf.obj.Key, err))
+				return diskErr(fmt.Errorf("preallocate %s (%d bytes) for %s: %w", fh.Name(), sf.obj.Size, sf.obj.Key, err))
 			}
 		}
 		if !f.e.opts.BufferedIO && sf.obj.Size >= dioAlign {
 			// EINVAL here means the filesystem has no O_DIRECT (tmpfs): buffered writes then.
-			if d, err := os.OpenFile(sf.path, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
+			if d, err := root.OpenFile(sf.data, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
 				sf.direct = d
 			}
 		}
@@ -325,7 +329,7 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 			cw.crc, _ = objstore.NewHash(sf.streamAlg)
 		}
 		var n int64
-		n, err = f.src.GetRange(ctx, sf.obj.Key, t.off, t.n, cw)
+		n, err = f.src.GetRange(ctx, sf.name, t.off, t.n, cw)
 		if err == nil && n != t.n {
 			err = fmt.Errorf("got %d of %d bytes", n, t.n)
 		}
@@ -362,7 +366,7 @@ func (f *fetch) headAll(ctx context.Context) error {
 			continue
 		}
 		g.Go(func() error {
-			h, err := f.src.Head(gctx, sf.obj.Key)
+			h, err := f.src.Head(gctx, sf.name)
 			if err != nil {
 				return fmt.Errorf("head %s: %w", sf.obj.Key, err)
 			}

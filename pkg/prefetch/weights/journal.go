@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // journal records finished chunks of one staged model so a restarted warmd (even after kill -9)
@@ -52,20 +53,25 @@ type journalFile struct {
 	ETag string `json:"etag,omitempty"`
 }
 
-// openJournal opens (or starts) the journal in dir. It takes an exclusive lock on dir so the daemon
-// and `warmd prefetch` never write the same staging at once. fresh is true when earlier staging was
-// discarded or absent.
-func openJournal(dir string, h journalHeader) (j *journal, fresh bool, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// maxJournal bounds the journal read on resume: one line per chunk, so even a 10 TB model at 16 MiB
+// chunks stays far below it.
+const maxJournal = 256 << 20
+
+// openJournal opens (or starts) the journal in dir below root. It takes an exclusive lock on dir so
+// the daemon and `warmd prefetch` never write the same staging at once. fresh is true when earlier
+// staging was discarded or absent.
+func openJournal(root *fsroot.Root, dir fsroot.Path, h journalHeader) (j *journal, fresh bool, err error) {
+	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return nil, false, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	lockName := fsroot.MustPath("lock")
+	lock, err := root.OpenFile(dir.Join(lockName), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, false, err
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, false, fmt.Errorf("staging %s is locked by another warmd process (daemon or `warmd prefetch`): %w; wait for it or stop it", dir, err)
+		return nil, false, fmt.Errorf("staging %s is locked by another warmd process (daemon or `warmd prefetch`): %w; wait for it or stop it", root.Name(dir), err)
 	}
 	defer func() {
 		if err != nil {
@@ -74,13 +80,13 @@ func openJournal(dir string, h journalHeader) (j *journal, fresh bool, err error
 	}()
 	h.Version = 1
 	want, _ := json.Marshal(h)
-	path := filepath.Join(dir, "journal")
+	path := dir.Join(fsroot.MustPath("journal"))
 	j = &journal{lock: lock, done: map[[2]int]string{}, verified: map[int]verifiedEntry{}}
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := root.ReadFile(path, maxJournal); err == nil {
 		header, rest, _ := strings.Cut(string(data), "\n")
 		if header == string(want) {
 			j.replay(rest)
-			j.f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+			j.f, err = root.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 			if err != nil {
 				return nil, false, err
 			}
@@ -92,19 +98,27 @@ func openJournal(dir string, h journalHeader) (j *journal, fresh bool, err error
 			}
 			return j, false, nil
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, fsroot.ErrTooLarge) {
 		return nil, false, err
 	}
 	// Different (or no) fetch staged here: start over.
-	entries, _ := os.ReadDir(dir)
+	entries, err := root.ReadDir(dir)
+	if err != nil {
+		return nil, false, err
+	}
 	for _, e := range entries {
-		if e.Name() != "lock" {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-				return nil, false, err
-			}
+		if e.Name() == "lock" {
+			continue
+		}
+		p, err := dir.Child(e.Name())
+		if err == nil {
+			err = root.RemoveAll(p)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("clean staging %s: %w", root.Name(dir), err)
 		}
 	}
-	j.f, err = os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
+	j.f, err = root.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, false, err
 	}

@@ -4,7 +4,21 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
+
+// stagingRoot opens a temp dir as a Root and returns it with the journal's dir below it.
+func stagingRoot(t *testing.T) (*fsroot.Root, fsroot.Path, string) {
+	t.Helper()
+	r, err := fsroot.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	p := fsroot.MustPath("stage")
+	return r, p, r.Name(p)
+}
 
 func TestJournal(t *testing.T) {
 	h := journalHeader{Source: "s3://b/m/", Revision: "main", ChunkSize: 4, Files: []journalFile{{Name: "a", Size: 10}, {Name: "b", Size: 3}}}
@@ -25,8 +39,8 @@ func TestJournal(t *testing.T) {
 		{"a changed chunk size starts over", "c 0 0\n", func(h *journalHeader) { h.ChunkSize = 8 }, true, nil, [][2]int{{0, 0}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			j, fresh, err := openJournal(dir, h)
+			root, sp, dir := stagingRoot(t)
+			j, fresh, err := openJournal(root, sp, h)
 			if err != nil || !fresh {
 				t.Fatalf("first open: fresh=%v err=%v", fresh, err)
 			}
@@ -40,7 +54,7 @@ func TestJournal(t *testing.T) {
 			if tc.header != nil {
 				tc.header(&h2)
 			}
-			j, fresh, err = openJournal(dir, h2)
+			j, fresh, err = openJournal(root, sp, h2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,13 +88,13 @@ func TestJournal(t *testing.T) {
 		})
 	}
 	t.Run("lock excludes a second writer", func(t *testing.T) {
-		dir := t.TempDir()
-		j, _, err := openJournal(dir, h)
+		root, sp, _ := stagingRoot(t)
+		j, _, err := openJournal(root, sp, h)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer j.close()
-		if _, _, err := openJournal(dir, h); err == nil {
+		if _, _, err := openJournal(root, sp, h); err == nil {
 			t.Fatal("a second process could open the same staging")
 		}
 	})

@@ -132,6 +132,9 @@ func (m *Manager) engineFor(cfg *config.NodeConfig) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.engine != nil {
+		m.engine.Close() // passes run one at a time: nothing fetches through it any more
+	}
 	m.engine, m.engKey = e, key
 	return e, nil
 }
@@ -146,6 +149,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if m.engine != nil {
+				m.engine.Close()
+			}
 			return nil
 		case <-m.wake:
 			t.Stop()

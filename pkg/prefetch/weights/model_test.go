@@ -135,6 +135,7 @@ func newEngine(t testing.TB, dataDir string, mut func(*weights.Options)) *weight
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { e.Close() })
 	return e
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 )
@@ -26,7 +27,10 @@ import (
 // errMismatch marks a file whose bytes do not match its checksum: it is refetched, not fatal.
 var errMismatch = errors.New("checksum mismatch")
 
-var md5ETag = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var (
+	md5ETag   = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	hexDigest = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 // verifyAll verifies every file not yet verified (the journal remembers verified ones across
 // restarts). It returns the files whose bytes mismatched; any other error is fatal.
@@ -70,26 +74,44 @@ func (f *fetch) verifyAll(ctx context.Context) (map[int]error, error) {
 	return bad, nil
 }
 
-// loadManifest reads the model's sha256sum-format manifest, if the config names one.
-func (f *fetch) loadManifest(ctx context.Context) (map[string]string, error) {
-	name := f.m.SHA256Manifest
-	if name == "" {
+// maxManifest bounds a sha256 manifest: a million files' lines stay under it.
+const maxManifest = 16 << 20
+
+// manifestEntry is one file's digest in the sha256 manifest and the line it was on.
+type manifestEntry struct {
+	sum  string
+	line int
+}
+
+// loadManifest reads the model's sha256sum-format manifest, if the config names one. Its content
+// is outside input (and a file:// manifest may be a link to anything): errors name the manifest and
+// a line number, never a byte of what is in it.
+func (f *fetch) loadManifest(ctx context.Context) (map[string]manifestEntry, error) {
+	if f.m.SHA256Manifest == "" {
 		return nil, nil
 	}
+	name, err := fsroot.ParsePath(f.m.SHA256Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("sha256Manifest: %w (name a file under the source)", err)
+	}
+	q := fsroot.Quote(name.String())
 	o, err := f.src.Head(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("sha256 manifest %q: %w (fix sha256Manifest or upload the manifest)", name, err)
+		return nil, fmt.Errorf("sha256 manifest %s: %w (fix sha256Manifest or upload the manifest)", q, err)
 	}
-	if o.Size > 16<<20 {
-		return nil, fmt.Errorf("sha256 manifest %q is %d bytes; a manifest over 16 MiB is not a sha256sum list", name, o.Size)
+	if o.Size > maxManifest {
+		return nil, fmt.Errorf("sha256 manifest %s is %d bytes; a manifest over %d MiB is not a sha256sum list", q, o.Size, maxManifest>>20)
 	}
 	var b bytes.Buffer
 	if _, err := f.src.GetRange(ctx, name, 0, o.Size, &b); err != nil {
-		return nil, fmt.Errorf("read sha256 manifest %q: %w", name, err)
+		return nil, fmt.Errorf("read sha256 manifest %s: %w", q, err)
 	}
-	out := map[string]string{}
+	out := map[string]manifestEntry{}
 	sc := bufio.NewScanner(&b)
-	for n := 1; sc.Scan(); n++ {
+	sc.Buffer(make([]byte, 64<<10), maxManifest)
+	n := 0
+	for sc.Scan() {
+		n++
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -97,17 +119,21 @@ func (f *fetch) loadManifest(ctx context.Context) (map[string]string, error) {
 		sum, file, ok := strings.Cut(line, " ")
 		file = strings.TrimPrefix(strings.TrimLeft(file, " "), "*")
 		file = strings.TrimPrefix(file, "./")
-		if !ok || len(sum) != 64 || file == "" {
-			return nil, fmt.Errorf("sha256 manifest %q line %d: %q is not \"<sha256>  <file>\" (write it with sha256sum)", name, n, line)
+		sum = strings.ToLower(sum)
+		if !ok || !hexDigest.MatchString(sum) || file == "" {
+			return nil, fmt.Errorf("sha256 manifest %s line %d is not a \"<64 hex digits>  <file>\" line (write the manifest with sha256sum; its content is not shown here)", q, n)
 		}
-		out[file] = strings.ToLower(sum)
+		out[file] = manifestEntry{sum: sum, line: n}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("sha256 manifest %s after line %d: %w (its content is not shown here)", q, n, err)
 	}
 	return out, nil
 }
 
 // verifyFile checks one staged file with the strongest evidence available: the store's checksum
 // (full-object, or composite part by part), the sha256 manifest, a single-part ETag, else its size.
-func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]string) (prefetch.FileVerification, error) {
+func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]manifestEntry) (prefetch.FileVerification, error) {
 	sf := f.files[i]
 	fv := prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: prefetch.VerifiedSize}
 	fi, err := sf.fh.Stat()
@@ -117,13 +143,13 @@ func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]strin
 	if fi.Size() != sf.obj.Size {
 		return fv, fmt.Errorf("%w: staged %d bytes, want %d", errMismatch, fi.Size(), sf.obj.Size)
 	}
-	head, err := f.src.Head(ctx, sf.obj.Key)
+	head, err := f.src.Head(ctx, sf.name)
 	if err != nil {
 		return fv, err
 	}
 	if head.Size != sf.obj.Size || (head.ETag != "" && sf.obj.ETag != "" && head.ETag != sf.obj.ETag) {
-		return fv, fmt.Errorf("%s changed during the download (size %d→%d, ETag %q→%q); the next attempt fetches the new version",
-			sf.obj.Key, sf.obj.Size, head.Size, sf.obj.ETag, head.ETag)
+		return fv, fmt.Errorf("%s changed during the download (size %d→%d, ETag %s→%s); the next attempt fetches the new version",
+			sf.obj.Key, sf.obj.Size, head.Size, fsroot.Quote(sf.obj.ETag), fsroot.Quote(head.ETag))
 	}
 	if cs := head.Checksum; cs.Value != "" {
 		if !cs.Composite {
@@ -134,7 +160,7 @@ func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]strin
 				}
 			}
 			if objstore.Encode(got) != cs.Value {
-				return fv, fmt.Errorf("%w: %s %s, store says %s", errMismatch, cs.Algorithm, objstore.Encode(got), cs.Value)
+				return fv, fmt.Errorf("%w: %s %s, store says %s", errMismatch, fsroot.Quote(cs.Algorithm), objstore.Encode(got), fsroot.Quote(cs.Value))
 			}
 			fv.Method, fv.Digest, fv.Streamed = prefetch.VerifiedChecksum, cs.Algorithm+":"+cs.Value, streamed && cs.Algorithm == sf.streamAlg
 			return fv, nil
@@ -153,10 +179,10 @@ func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]strin
 		if err != nil {
 			return fv, err
 		}
-		if hex.EncodeToString(got) != want {
-			return fv, fmt.Errorf("%w: sha256 %x, manifest says %s", errMismatch, got, want)
+		if hex.EncodeToString(got) != want.sum {
+			return fv, fmt.Errorf("%w: sha256 %x differs from line %d of the sha256 manifest", errMismatch, got, want.line)
 		}
-		fv.Method, fv.Digest = prefetch.VerifiedManifest, "sha256:"+want
+		fv.Method, fv.Digest = prefetch.VerifiedManifest, "sha256:"+want.sum
 		return fv, nil
 	}
 	if etag := strings.ToLower(head.ETag); md5ETag.MatchString(etag) {
@@ -177,7 +203,7 @@ func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]strin
 // part boundaries (checking each part's own checksum too when the store lists it). ok is false when the store does not give
 // the parts (the caller falls back to weaker checks).
 func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.Checksum) (bool, error) {
-	parts, err := f.src.Parts(ctx, sf.obj.Key)
+	parts, err := f.src.Parts(ctx, sf.name)
 	if err != nil || len(parts) == 0 {
 		f.e.opts.Log.Debug("composite checksum without part list; using weaker verification", "file", sf.obj.Key, "err", err)
 		return false, nil
@@ -192,7 +218,7 @@ func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.
 		// Part checksums, when the store gives them, name the bad part; the composite below is
 		// checked either way (it needs only the part boundaries).
 		if p.Checksum != "" && objstore.Encode(got) != p.Checksum {
-			return false, fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, store says %s", errMismatch, p.Number, off, off+p.Size-1, cs.Algorithm, objstore.Encode(got), p.Checksum)
+			return false, fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, store says %s", errMismatch, p.Number, off, off+p.Size-1, fsroot.Quote(cs.Algorithm), objstore.Encode(got), fsroot.Quote(p.Checksum))
 		}
 		sums = append(sums, got)
 		off += p.Size
@@ -205,7 +231,7 @@ func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.
 		return false, err
 	}
 	if base, _, _ := strings.Cut(want, "-"); base != strings.SplitN(cs.Value, "-", 2)[0] {
-		return false, fmt.Errorf("%w: composite %s %s, store says %s", errMismatch, cs.Algorithm, want, cs.Value)
+		return false, fmt.Errorf("%w: composite %s %s, store says %s", errMismatch, fsroot.Quote(cs.Algorithm), want, fsroot.Quote(cs.Value))
 	}
 	return true, nil
 }
