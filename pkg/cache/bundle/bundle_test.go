@@ -194,22 +194,26 @@ func TestRejectsMaliciousBundles(t *testing.T) {
 	}
 }
 
-// TestVerifyEntries: with the bundle digest given, entry digests are trusted unless VerifyEntries is
-// set; either way sizes and paths are checked, and a lying manifest is caught when asked.
-func TestVerifyEntries(t *testing.T) {
+// TestEntryDigestsAlwaysVerified: a manifest whose digest lies about a file's content is refused
+// whether or not the bundle's own name (sha256 of its bytes) is known: the name proves the bytes are
+// what the uploader sent, not that the uploader's manifest is true.
+func TestEntryDigestsAlwaysVerified(t *testing.T) {
 	b := rawBundle(t, []raw{{name: "a.so", typ: tar.TypeReg, data: []byte("tampered"), claim: []byte("original")}}, true)
 	for _, tc := range []struct {
-		name   string
-		verify bool
-		want   error
+		name string
+		opts Options
 	}{
-		{"trusted by the bundle digest", false, nil},
-		{"verified", true, ErrCorrupt},
+		{"named by its digest", Options{SHA256: sum(b)}},
+		{"no name", Options{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Extract(bytes.NewReader(b), t.TempDir(), Options{SHA256: sum(b), VerifyEntries: tc.verify})
-			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
-				t.Fatalf("err = %v, want %v", err, tc.want)
+			dest := t.TempDir()
+			_, err := Extract(bytes.NewReader(b), dest, tc.opts)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("err = %v, want ErrCorrupt", err)
+			}
+			if f := listFiles(t, dest); len(f) != 0 {
+				t.Fatalf("a refused bundle left %v", f)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -14,42 +13,44 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
 
-// Default reader limits: far above any real compile cache, far below what would fill a node's disk.
-const (
-	DefaultMaxBytes   = 16 << 30
-	DefaultMaxEntries = 1 << 20
-	maxManifestBytes  = 64 << 20
-	maxWindow         = 1 << 23 // our writer uses 4 MiB windows; a bigger one only costs memory
-)
-
 // Options bound and check one extraction.
 type Options struct {
-	// MaxBytes caps the uncompressed tar stream. Default DefaultMaxBytes.
+	// MaxBytes caps what the bundle materialises: the sum of its files' sizes, counted from each
+	// entry's header before a byte of it is written (so neither a zstd bomb nor a sparse entry can
+	// write more). The decompressed stream may exceed it only by per-entry header room.
+	// Default DefaultMaxBytes.
 	MaxBytes int64
+	// MaxEntryBytes caps one file. Default MaxBytes.
+	MaxEntryBytes int64
 	// MaxEntries caps the number of tar entries. Default DefaultMaxEntries.
 	MaxEntries int
 	// SHA256 is the expected digest of the compressed bundle (its name); empty skips the check
-	// (only for bundles whose name is not known, e.g. fuzzing).
+	// (bundles whose name is not known yet: Scan, fuzzing). Extracted.SHA256 is what was read.
 	SHA256 string
+	// Expect is the manifest the bundle was published with (the bucket's <sha256>.json, or what Scan
+	// read from a local file). With it, every entry must be one Expect lists, with its type, size and
+	// target, checked from the entry's header before anything is written; files are hashed against
+	// its digests as they stream; and the bundle's own manifest must equal it. Expect.Bytes then
+	// lowers MaxBytes.
+	Expect *Manifest
 	// Check may refuse the manifest (e.g. another SKU's); its error is wrapped in ErrRejected and
 	// nothing is committed.
 	Check func(*Manifest) error
 	// Sync flushes the file system before files are renamed into place, so a power loss cannot
 	// leave a renamed file with missing data.
 	Sync bool
-	// VerifyEntries hashes every file against its manifest entry even when SHA256 is given. Without
-	// it, a bundle whose name (sha256 of all its bytes) checks out is trusted for its entries' digests
-	// and only their sizes are compared: the name already proves every byte is what was uploaded, and
-	// the second hash would cost a CPU-second per GiB. Paths, types and limits are checked either way.
-	// Without SHA256 entries are always hashed.
-	VerifyEntries bool
+	// Reserve is the free space the extraction must leave on dest's file system; it checks before
+	// every file and every 32 MiB, and stops with ErrNoSpace. Zero: DefaultReserve of the file
+	// system's size. Negative: no free-space check (tests of other limits).
+	Reserve int64
+	// Statfs reports free and total bytes of dest's file system; nil asks the kernel (fstatfs).
+	Statfs func() (free, total int64, err error)
 }
 
 // Extracted reports what an extraction did.
@@ -59,32 +60,34 @@ type Extracted struct {
 	Written, Existing int
 	// Conflicts are paths where a different file already existed; it was kept, the bundle's copy dropped.
 	Conflicts []string
-	// Bytes is the uncompressed size of the tar stream.
+	// Bytes is what the bundle's files hold (materialised bytes).
 	Bytes int64
+	// SHA256 and Size describe the compressed bundle as read.
+	SHA256 string
+	Size   int64
 }
 
 type pending struct {
 	tmp, final string
 	size       int64
-	sum        string // empty when the entry was not hashed (see Options.VerifyEntries)
+	sum        string
 }
 
 // Extract reads a bundle from r into dest (which must exist) and commits it only if every entry is
-// safe, the stream is complete, the digest and manifest match and Check accepts the manifest. On any
-// error nothing new is left in dest except empty dirs it had to create and then could not remove.
+// safe and within the limits, the stream is complete, every file's sha256 matches its manifest entry,
+// the bundle's digest and Expect match and Check accepts the manifest. On any error nothing new is
+// left in dest except empty dirs it had to create and then could not remove.
 func Extract(r io.Reader, dest string, o Options) (*Extracted, error) {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
-	}
-	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultMaxEntries
-	}
 	root, err := os.OpenRoot(dest)
 	if err != nil {
 		return nil, fmt.Errorf("open extract dir: %w", err)
 	}
 	defer root.Close()
-	x := &extraction{root: root, d: newDirs(root), o: o, seen: map[string]string{}}
+	if o.Statfs == nil && o.Reserve >= 0 {
+		o.Statfs = rootStatfs(root)
+	}
+	x := newExtraction(o)
+	x.root, x.d = root, newDirs(root)
 	defer x.d.close()
 	res, err := x.run(r)
 	if err != nil {
@@ -94,13 +97,54 @@ func Extract(r io.Reader, dest string, o Options) (*Extracted, error) {
 	return res, nil
 }
 
+// Scan reads a whole bundle and applies every check Extract does except those against the tree
+// (existing files), writing nothing. Import runs it first on a local file: the manifest it returns
+// is then Expect for the extraction, so every entry is bounded by its declared size before it is
+// written, as on a restore from the bucket.
+func Scan(r io.Reader, o Options) (*Extracted, error) {
+	o.Reserve = -1
+	return newExtraction(o).run(r)
+}
+
+func newExtraction(o Options) *extraction {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	x := &extraction{o: o, seen: map[string]string{}}
+	if o.Expect != nil {
+		o.MaxBytes = min(o.MaxBytes, o.Expect.Bytes)
+		o.MaxEntries = min(o.MaxEntries, len(o.Expect.Entries)+1)
+		x.expect = make(map[string]Entry, len(o.Expect.Entries))
+		for _, e := range o.Expect.Entries {
+			x.expect[e.Path] = e
+		}
+	}
+	if o.MaxEntryBytes <= 0 || o.MaxEntryBytes > o.MaxBytes {
+		o.MaxEntryBytes = o.MaxBytes
+	}
+	x.o = o
+	x.b = budget{maxBytes: o.MaxBytes, maxEntry: o.MaxEntryBytes, reserve: o.Reserve}
+	if o.Reserve >= 0 {
+		x.b.statfs = o.Statfs
+	}
+	return x
+}
+
 type extraction struct {
 	root     *os.Root
-	d        *dirs
+	d        *dirs // nil when scanning
 	o        Options
+	b        budget
+	lim      *limitReader
+	expect   map[string]Entry
 	files    []pending
-	links    [][2]string // name, target
-	created  []string    // dirs we created, outermost first
+	byName   map[string]int // final name -> index in files
+	links    [][2]string    // name, target
+	dirsSeen int
+	created  []string // dirs we created, outermost first
 	seen     map[string]string
 	manifest *Manifest
 	buf      []byte
@@ -108,16 +152,26 @@ type extraction struct {
 
 func (x *extraction) run(r io.Reader) (*Extracted, error) {
 	h := sha256.New()
-	in := io.TeeReader(r, h)
-	dec, err := zstd.NewReader(in, zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderMaxMemory(uint64(x.o.MaxBytes)),
+	cr := &countReader{r: r}
+	in := io.TeeReader(cr, h)
+	dec, err := zstd.NewReader(in, zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderMaxMemory(uint64(x.o.MaxBytes)+maxManifestBytes),
 		zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	defer dec.Close()
-	lim := &limitReader{r: dec, left: x.o.MaxBytes}
-	tr := tar.NewReader(lim)
+	x.lim = &limitReader{r: dec, left: entryOverhead}
+	tr := tar.NewReader(x.lim)
 	x.buf = make([]byte, 1<<20)
+	x.byName = map[string]int{}
+	if x.o.Expect != nil {
+		if err := x.o.Expect.check(); err != nil {
+			return nil, fmt.Errorf("%w: published manifest: %w", ErrCorrupt, err)
+		}
+	}
+	if err := x.b.space(0); err != nil {
+		return nil, err
+	}
 	n := 0
 	for {
 		hdr, err := tr.Next()
@@ -131,14 +185,15 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, x.o.MaxEntries)
 		}
 		if x.manifest != nil {
-			return nil, fmt.Errorf("%w: entry %q after the manifest", ErrCorrupt, hdr.Name)
+			return nil, fmt.Errorf("%w: entry %s after the manifest", ErrCorrupt, quote(hdr.Name))
 		}
+		x.lim.left += entryOverhead // room for the next header
 		if err := x.entry(tr, hdr); err != nil {
 			return nil, x.streamErr(err)
 		}
 	}
 	// Drain the compressed stream so the digest covers every byte and trailing garbage is caught.
-	if _, err := io.Copy(io.Discard, lim); err != nil {
+	if _, err := io.Copy(io.Discard, x.lim); err != nil {
 		return nil, x.streamErr(err)
 	}
 	if _, err := io.Copy(io.Discard, in); err != nil {
@@ -147,10 +202,9 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 	if x.manifest == nil {
 		return nil, fmt.Errorf("%w: no manifest (truncated or not a warmd bundle)", ErrCorrupt)
 	}
-	if x.o.SHA256 != "" {
-		if got := hex.EncodeToString(h.Sum(nil)); got != x.o.SHA256 {
-			return nil, fmt.Errorf("%w: sha256 %s, expected %s (download again; a mismatch that repeats means the object was replaced)", ErrCorrupt, got, x.o.SHA256)
-		}
+	got := hex.EncodeToString(h.Sum(nil))
+	if x.o.SHA256 != "" && got != x.o.SHA256 {
+		return nil, fmt.Errorf("%w: sha256 %s, expected %s (download again; a mismatch that repeats means the object was replaced)", ErrCorrupt, got, x.o.SHA256)
 	}
 	if err := x.matchManifest(); err != nil {
 		return nil, err
@@ -160,7 +214,10 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 			return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 	}
-	res := &Extracted{Manifest: *x.manifest, Bytes: x.o.MaxBytes - lim.left}
+	res := &Extracted{Manifest: *x.manifest, Bytes: x.b.used, SHA256: got, Size: cr.n}
+	if x.d == nil {
+		return res, nil
+	}
 	if err := x.commit(res); err != nil {
 		return nil, err
 	}
@@ -170,7 +227,7 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 // streamErr classifies errors from the decoder or tar reader: limits stay ErrTooLarge, our own
 // classified errors pass through, everything else is a corrupt (truncated, malformed) stream.
 func (x *extraction) streamErr(err error) error {
-	for _, known := range []error{ErrTooLarge, ErrUnsafe, ErrCorrupt, ErrRejected} {
+	for _, known := range []error{ErrTooLarge, ErrUnsafe, ErrCorrupt, ErrRejected, ErrNoSpace} {
 		if errors.Is(err, known) {
 			return err
 		}
@@ -185,81 +242,154 @@ func (x *extraction) streamErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
 
+// isSparse reports GNU sparse entries in any of their forms: the old GNU type 'S' and the PAX
+// formats 0.0, 0.1 and 1.0 (GNU.sparse.* records). archive/tar expands them to their logical size
+// from a few bytes of map, so a sparse entry is a bomb; warmd's writer never makes one.
+func isSparse(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
 func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
-	name := strings.TrimSuffix(hdr.Name, "/")
-	if name == ManifestName && (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) {
-		if hdr.Size > maxManifestBytes {
-			return fmt.Errorf("%w: manifest of %d bytes", ErrTooLarge, hdr.Size)
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
-		if err != nil {
-			return err
-		}
-		var m Manifest
-		dj := json.NewDecoder(bytes.NewReader(data))
-		dj.DisallowUnknownFields()
-		if err := dj.Decode(&m); err != nil {
-			return fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
-		}
-		if m.Schema < 1 || m.Schema > Schema {
-			return fmt.Errorf("%w: manifest schema %d; this warmd reads up to %d (upgrade warmd)", ErrCorrupt, m.Schema, Schema)
-		}
-		x.manifest = &m
-		return nil
+	if isSparse(hdr) {
+		return fmt.Errorf("%w: %s is a sparse file (GNU/PAX sparse headers); bundles hold only plain files", ErrUnsafe, quote(hdr.Name))
+	}
+	name := hdr.Name
+	if hdr.Typeflag == tar.TypeDir {
+		name = strings.TrimSuffix(name, "/")
+	}
+	if name == ManifestName && hdr.Typeflag == tar.TypeReg {
+		return x.readManifest(tr, hdr)
 	}
 	if err := checkName(name); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrUnsafe, hdr.Name, err)
+		return fmt.Errorf("%w: entry %w", ErrUnsafe, err)
 	}
 	if strings.HasPrefix(name, ".warmd/") || name == ".warmd" {
-		return fmt.Errorf("%w: %q uses the reserved .warmd/ dir", ErrUnsafe, hdr.Name)
+		return fmt.Errorf("%w: %s uses the reserved .warmd/ dir", ErrUnsafe, quote(name))
 	}
 	if _, dup := x.seen[name]; dup {
-		return fmt.Errorf("%w: %q appears twice", ErrCorrupt, name)
+		return fmt.Errorf("%w: %s appears twice", ErrCorrupt, quote(name))
 	}
+	typ := map[byte]string{tar.TypeDir: TypeDir, tar.TypeReg: TypeFile, tar.TypeLink: TypeFile, tar.TypeSymlink: TypeSymlink}[hdr.Typeflag]
+	if typ == "" {
+		return fmt.Errorf("%w: %s has tar type %q; only files, dirs and in-tree links are allowed", ErrUnsafe, quote(name), string(hdr.Typeflag))
+	}
+	var want Entry
+	if x.expect != nil {
+		var ok bool
+		if want, ok = x.expect[name]; !ok || want.Type != typ {
+			return fmt.Errorf("%w: entry %s (%s) is not in the bundle's published manifest", ErrCorrupt, quote(name), typ)
+		}
+	}
+	x.seen[name] = typ
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		x.seen[name] = TypeDir
+		x.dirsSeen++
 		return x.mkdirs(name)
-	case tar.TypeReg, tar.TypeRegA:
-		x.seen[name] = TypeFile
-		return x.file(tr, name, hdr)
+	case tar.TypeReg:
+		if x.expect != nil && hdr.Size != want.Size {
+			return fmt.Errorf("%w: %s holds %d bytes, its published manifest says %d", ErrCorrupt, quote(name), hdr.Size, want.Size)
+		}
+		return x.file(tr, name, hdr, want.SHA256)
 	case tar.TypeSymlink:
-		t := hdr.Linkname
-		if t == "" || path.IsAbs(t) || strings.ContainsRune(t, 0) {
-			return fmt.Errorf("%w: symlink %q -> %q escapes the tree", ErrUnsafe, name, t)
+		if err := checkLinkTarget(name, hdr.Linkname); err != nil {
+			return fmt.Errorf("%w: symlink %s: %w", ErrUnsafe, quote(name), err)
 		}
-		if j := path.Join(path.Dir(name), t); j == ".." || strings.HasPrefix(j, "../") {
-			return fmt.Errorf("%w: symlink %q -> %q escapes the tree", ErrUnsafe, name, t)
+		if x.expect != nil && want.Target != hdr.Linkname {
+			return fmt.Errorf("%w: symlink %s does not match its published manifest", ErrCorrupt, quote(name))
 		}
-		x.seen[name] = TypeSymlink
-		x.links = append(x.links, [2]string{name, t})
+		x.links = append(x.links, [2]string{name, hdr.Linkname})
 		return nil
-	case tar.TypeLink:
-		target := path.Clean(hdr.Linkname)
-		i := slices.IndexFunc(x.files, func(p pending) bool { return p.final == target })
-		if i < 0 {
-			return fmt.Errorf("%w: hardlink %q -> %q does not name an earlier file of this bundle", ErrUnsafe, name, hdr.Linkname)
-		}
-		x.seen[name] = TypeFile
+	}
+	return x.hardlink(name, hdr.Linkname, want)
+}
+
+func (x *extraction) readManifest(tr *tar.Reader, hdr *tar.Header) error {
+	if hdr.Size < 0 || hdr.Size > maxManifestBytes {
+		return fmt.Errorf("%w: manifest of %d bytes (at most %d)", ErrTooLarge, hdr.Size, maxManifestBytes)
+	}
+	x.lim.left += hdr.Size
+	data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+	if err != nil {
+		return err
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		return err
+	}
+	x.manifest = m
+	return nil
+}
+
+// hardlink adds name as a second name of an earlier file of this bundle.
+func (x *extraction) hardlink(name, target string, want Entry) error {
+	i, ok := x.byName[target]
+	if !ok {
+		return fmt.Errorf("%w: hardlink %s -> %s does not name an earlier file of this bundle", ErrUnsafe, quote(name), quote(target))
+	}
+	src := x.files[i]
+	if x.expect != nil && (want.Size != src.size || want.SHA256 != src.sum) {
+		return fmt.Errorf("%w: hardlink %s does not match its published manifest", ErrCorrupt, quote(name))
+	}
+	if x.d != nil {
 		if err := x.mkdirs(path.Dir(name)); err != nil {
 			return err
 		}
 		tmp := tempName(name)
-		if err := x.d.link(x.files[i].tmp, tmp); err != nil {
+		if err := x.d.link(src.tmp, tmp); err != nil {
 			return err
 		}
-		x.files = append(x.files, pending{tmp: tmp, final: name, size: x.files[i].size, sum: x.files[i].sum})
-		return nil
+		src.tmp = tmp
 	}
-	return fmt.Errorf("%w: %q has type %q; only files, dirs and in-tree links are allowed", ErrUnsafe, name, string(hdr.Typeflag))
+	src.final = name
+	x.byName[name] = len(x.files)
+	x.files = append(x.files, src)
+	return nil
 }
 
-func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header) error {
+func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header, wantSum string) error {
 	if hdr.Size < 0 {
-		return fmt.Errorf("%w: %q has negative size", ErrCorrupt, name)
+		return fmt.Errorf("%w: %s has a negative size", ErrCorrupt, quote(name))
 	}
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+	if err := x.b.admit(name, hdr.Size); err != nil {
 		return err
+	}
+	x.lim.left += hdr.Size
+	h := sha256.New()
+	var n int64
+	var err error
+	if x.d == nil {
+		n, err = copyBuf(h, tr, x.buf)
+		x.files = append(x.files, pending{final: name, size: hdr.Size})
+	} else {
+		n, err = x.write(tr, name, hdr, h)
+	}
+	if err != nil {
+		return err
+	}
+	if n != hdr.Size {
+		return fmt.Errorf("%w: %s has %d of %d bytes", ErrCorrupt, quote(name), n, hdr.Size)
+	}
+	p := &x.files[len(x.files)-1]
+	p.sum = hex.EncodeToString(h.Sum(nil))
+	x.byName[name] = len(x.files) - 1
+	if wantSum != "" && p.sum != wantSum {
+		return fmt.Errorf("%w: %s does not match the sha256 of its published manifest entry", ErrCorrupt, quote(name))
+	}
+	return nil
+}
+
+// write streams one file into a new temp file beside its final name.
+func (x *extraction) write(tr *tar.Reader, name string, hdr *tar.Header, h hash.Hash) (int64, error) {
+	if err := x.mkdirs(path.Dir(name)); err != nil {
+		return 0, err
 	}
 	mode := os.FileMode(0o644)
 	if hdr.Mode&0o111 != 0 {
@@ -268,67 +398,52 @@ func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header) error {
 	tmp := tempName(name)
 	f, err := x.d.create(tmp, mode)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	x.files = append(x.files, pending{tmp: tmp, final: name, size: hdr.Size})
-	p := &x.files[len(x.files)-1]
-	var h hash.Hash
-	var w io.Writer = f
-	if x.o.SHA256 == "" || x.o.VerifyEntries {
-		h = sha256.New()
-		w = io.MultiWriter(f, h)
-	}
-	n, err := copyBuf(w, tr, x.buf)
+	n, err := copyBuf(&spaceWriter{w: io.MultiWriter(f, h), b: &x.b}, tr, x.buf)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return err
-	}
-	if n != hdr.Size {
-		return fmt.Errorf("%w: %q has %d of %d bytes", ErrCorrupt, name, n, hdr.Size)
-	}
-	if h != nil {
-		p.sum = hex.EncodeToString(h.Sum(nil))
-	}
-	return nil
+	return n, err
 }
 
 func (x *extraction) mkdirs(dir string) error {
-	if dir == "." || dir == "" {
+	if dir == "." || dir == "" || x.d == nil {
 		return nil
 	}
 	return x.d.mkdir(dir, func(d string) { x.created = append(x.created, d) })
 }
 
+// matchManifest holds the bundle's manifest to exactly what the tar stream held: the same files with
+// the same sizes and digests (every digest computed here, never taken from the manifest), the same
+// dirs and links; and, when the bundle was published with a manifest, to that one.
 func (x *extraction) matchManifest() error {
 	m := x.manifest
-	want := map[string]Entry{}
-	for _, e := range m.Entries {
-		want[path.Clean(e.Path)] = e
+	if x.o.Expect != nil && !bytes.Equal(m.canonical(), x.o.Expect.canonical()) {
+		return fmt.Errorf("%w: the bundle's manifest differs from the one published with it", ErrCorrupt)
 	}
-	nfiles := 0
-	for _, e := range m.Entries {
-		if e.Type == TypeFile {
-			nfiles++
-		}
+	if len(m.Entries) != len(x.seen) {
+		return fmt.Errorf("%w: manifest lists %d entries, bundle holds %d", ErrCorrupt, len(m.Entries), len(x.seen))
 	}
-	if nfiles != len(x.files) {
-		return fmt.Errorf("%w: manifest lists %d files, bundle holds %d", ErrCorrupt, nfiles, len(x.files))
-	}
-	for i := range x.files {
-		p := &x.files[i]
-		e, ok := want[p.final]
-		if !ok || e.Type != TypeFile || e.Size != p.size || (p.sum != "" && e.SHA256 != p.sum) {
-			return fmt.Errorf("%w: %q does not match its manifest entry", ErrCorrupt, p.final)
-		}
-		if p.sum == "" {
-			p.sum = e.SHA256 // vouched for by the bundle's own digest
-		}
-	}
+	links := make(map[string]string, len(x.links))
 	for _, l := range x.links {
-		if e, ok := want[l[0]]; !ok || e.Type != TypeSymlink || e.Target != l[1] {
-			return fmt.Errorf("%w: symlink %q does not match its manifest entry", ErrCorrupt, l[0])
+		links[l[0]] = l[1]
+	}
+	for i, e := range m.Entries {
+		if x.seen[e.Path] != e.Type {
+			return fmt.Errorf("%w: manifest entries[%d] (%s %s) is not in the bundle", ErrCorrupt, i, e.Type, quote(e.Path))
+		}
+		switch e.Type {
+		case TypeFile:
+			p := x.files[x.byName[e.Path]]
+			if e.Size != p.size || e.SHA256 != p.sum {
+				return fmt.Errorf("%w: %s does not match its manifest entry (size or sha256)", ErrCorrupt, quote(e.Path))
+			}
+		case TypeSymlink:
+			if links[e.Path] != e.Target {
+				return fmt.Errorf("%w: symlink %s does not match its manifest entry", ErrCorrupt, quote(e.Path))
+			}
 		}
 	}
 	return nil
@@ -375,6 +490,9 @@ func (x *extraction) commit(res *Extracted) error {
 
 // cleanup removes temp files and the dirs this extraction created (when empty).
 func (x *extraction) cleanup() {
+	if x.d == nil {
+		return
+	}
 	for _, p := range x.files {
 		if p.tmp != "" {
 			x.d.remove(p.tmp)
@@ -383,28 +501,6 @@ func (x *extraction) cleanup() {
 	for i := len(x.created) - 1; i >= 0; i-- {
 		x.d.rmdir(x.created[i])
 	}
-}
-
-// checkName accepts only clean, relative, slash-separated names inside the tree.
-func checkName(name string) error {
-	switch {
-	case name == "" || name == ".":
-		return errors.New("empty name")
-	case len(name) > 4096:
-		return errors.New("name too long")
-	case strings.HasPrefix(name, "/"):
-		return errors.New("absolute path")
-	case strings.ContainsAny(name, "\x00\\"):
-		return errors.New("NUL or backslash in name")
-	case IsTemp(name):
-		return errors.New("temp-file marker in name")
-	}
-	for _, el := range strings.Split(name, "/") {
-		if el == "" || el == "." || el == ".." {
-			return fmt.Errorf("path element %q", el)
-		}
-	}
-	return nil
 }
 
 func tempName(name string) string {
@@ -417,25 +513,29 @@ func copyBuf(w io.Writer, r io.Reader, buf []byte) (int64, error) {
 	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r}, buf)
 }
 
-type limitReader struct {
-	r    io.Reader
-	left int64
+type countReader struct {
+	r io.Reader
+	n int64
 }
 
-func (l *limitReader) Read(p []byte) (int, error) {
-	if l.left <= 0 {
-		// Probe one byte: a stream that ends exactly at the limit is fine.
-		var one [1]byte
-		if n, err := l.r.Read(one[:]); n > 0 {
-			return 0, fmt.Errorf("%w: uncompressed stream larger than the limit", ErrTooLarge)
-		} else {
-			return 0, err
-		}
-	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
-	}
-	n, err := l.r.Read(p)
-	l.left -= int64(n)
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
 	return n, err
+}
+
+// rootStatfs reports the free and total bytes of root's file system.
+func rootStatfs(root *os.Root) func() (int64, int64, error) {
+	return func() (int64, int64, error) {
+		f, err := root.Open(".")
+		if err != nil {
+			return 0, 0, err
+		}
+		defer f.Close()
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+			return 0, 0, err
+		}
+		return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
+	}
 }
