@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +41,10 @@ type Options struct {
 	BundleFiles int
 	// MaxBundleBytes caps the uncompressed size of a bundle the reader accepts. Default 16 GiB.
 	MaxBundleBytes int64
+	// Reserve is the free space restores and imports leave on the data dir's file system; an
+	// extraction that would eat into it stops and keeps nothing. Zero: bundle.DefaultReserve (2 % of
+	// the file system, 256 MiB to 32 GiB).
+	Reserve int64
 	// Sync flushes restored files to disk before renaming them into place. Default on in the daemon.
 	Sync bool
 	// InUse returns the trees running pods use, as "<component>/<path prefix>" or "" for the whole
@@ -191,20 +197,52 @@ func (m *Manager) refuse(what string) {
 	}
 }
 
-// checkManifest is the bundle reader's Check: only this SKU's bundles of the expected component.
+// checkManifest is the bundle reader's Check: only this SKU's bundles of the expected component,
+// from a node name that is one, with versions that are what its paths say. Versions are shown in
+// `warmd cache ls` and in miss reasons, so they must come from the entries (checked to the byte), not
+// from text a bundle's writer chose. Messages quote only values that passed validation.
 func (m *Manager) checkManifest(component string) func(*bundle.Manifest) error {
 	return func(mf *bundle.Manifest) error {
 		if mf.SKU != m.o.SKU {
-			return fmt.Errorf("%w: bundle was built on SKU %q, this node is %q; not restored (its kernels would not load here)", ErrOtherSKU, mf.SKU, m.o.SKU)
+			other := "an invalid SKU key"
+			if CheckSKU(mf.SKU) == nil {
+				other = fmt.Sprintf("SKU %q", mf.SKU)
+			}
+			return fmt.Errorf("%w: bundle was built on %s, this node is %q; not restored (its kernels would not load here)", ErrOtherSKU, other, m.o.SKU)
+		}
+		if !validComponent(mf.Component) {
+			return fmt.Errorf("bundle names a component that is not one of %v", Components)
 		}
 		if component != "" && mf.Component != component {
 			return fmt.Errorf("bundle holds component %q but was listed as %q", mf.Component, component)
 		}
-		if !validComponent(mf.Component) {
-			return fmt.Errorf("bundle names unknown component %q", mf.Component)
+		if !validNodeName(mf.Node) {
+			return errors.New("bundle's node field is not a Kubernetes node name")
+		}
+		var files []string
+		for _, e := range mf.Entries {
+			if e.Type == bundle.TypeFile {
+				files = append(files, e.Path)
+			}
+		}
+		if !maps.EqualFunc(mf.Versions, versionsOf(mf.Component, files), slices.Equal) {
+			return errors.New("bundle's versions field does not match the versions its paths show")
 		}
 		return nil
 	}
+}
+
+// validNodeName accepts "" and DNS-subdomain names (what Kubernetes allows a Node to be called).
+func validNodeName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 func validComponent(c string) bool {

@@ -95,19 +95,52 @@ func (m *Manager) loadRecords() error {
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(m.layout.Records(), name))
-		var r Record
-		if err == nil {
-			err = json.Unmarshal(b, &r)
-		}
-		if err != nil || r.SHA256+".json" != name {
+		r, err := readRecord(filepath.Join(m.layout.Records(), name))
+		if err != nil {
 			m.log.Warn("skipping unreadable bundle record", "file", name, "err", err)
 			continue
 		}
-		m.records[r.SHA256] = &r
-		m.indexRecord(&r)
+		if r.SHA256+".json" != name {
+			m.log.Warn("skipping bundle record filed under another name", "file", name)
+			continue
+		}
+		m.records[r.SHA256] = r
+		m.indexRecord(r)
 	}
 	return nil
+}
+
+// maxRecordBytes bounds a record file read back: a manifest of the largest bundle the reader accepts.
+const maxRecordBytes = 64 << 20
+
+// readRecord reads and checks one record. Records are warmd's own, but eviction deletes the files
+// they name, so a record edited (or replaced by a link) is checked like outside input: every path
+// must be a clean in-tree name. Errors never quote the file's text.
+func readRecord(path string) (*Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("record of %d bytes (at most %d)", len(b), maxRecordBytes)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, bundle.JSONError(err)
+	}
+	if !validSHA256(r.SHA256) {
+		return nil, errors.New("field sha256 is not 64 lowercase hex digits")
+	}
+	if r.Origin != OriginCaptured && r.Origin != OriginRestored && r.Origin != OriginImported {
+		return nil, fmt.Errorf("field origin is not one of %s, %s, %s", OriginCaptured, OriginRestored, OriginImported)
+	}
+	if !validComponent(r.Manifest.Component) {
+		return nil, fmt.Errorf("field manifest.component is not one of %v", Components)
+	}
+	if err := r.Manifest.Validate(); err != nil {
+		return nil, fmt.Errorf("field manifest: %w", err)
+	}
+	return &r, nil
 }
 
 // indexRecord remembers which files a live record holds, so capture skips them. Caller holds mu.

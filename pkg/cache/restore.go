@@ -2,8 +2,6 @@ package cache
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,8 +172,25 @@ func (m *Manager) Restore(ctx context.Context) (RestoreResult, error) {
 	return res, nil
 }
 
-// fetch streams one bundle from the bucket straight into the extractor.
+// errExtractionStopped is what the download sees when the extractor stopped reading (it refused the
+// bundle, or finished): it ends the GET at once, without retries.
+var errExtractionStopped = errors.New("extraction stopped")
+
+// fetch streams one bundle from the bucket straight into the extractor. The manifest published next
+// to it is read first: it bounds every entry by its declared size and digest before a byte is
+// written, and lets the free-space check see the whole bundle before the download starts.
 func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
+	expect, err := m.share.ReadManifest(ctx, e.Component, e.SHA256)
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return nil, err
+	}
+	opts := m.extractOptions(e.Component)
+	opts.SHA256, opts.Expect = e.SHA256, expect
+	if expect == nil {
+		// No published manifest (a writer that died between the two uploads): the index's size is
+		// the best declared bound; the bundle's own manifest is still checked to the byte.
+		opts.MaxBytes = min(opts.MaxBytes, max(e.Bytes, 1))
+	}
 	pr, pw := io.Pipe()
 	getErr := make(chan error, 1)
 	go func() {
@@ -183,17 +198,20 @@ func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
 		pw.CloseWithError(err)
 		getErr <- err
 	}()
-	x, err := bundle.Extract(pr, m.layout.Dir(e.Component), bundle.Options{
-		SHA256: e.SHA256, MaxBytes: m.o.MaxBundleBytes, Check: m.checkManifest(e.Component), Sync: m.o.Sync,
-	})
-	pr.CloseWithError(errors.New("extraction stopped"))
-	if gerr := <-getErr; gerr != nil && err != nil {
-		return nil, fmt.Errorf("download: %w", gerr)
+	x, err := bundle.Extract(pr, m.layout.Dir(e.Component), opts)
+	pr.CloseWithError(objstore.WriterError(errExtractionStopped))
+	if gerr := <-getErr; gerr != nil && err != nil && !errors.Is(gerr, errExtractionStopped) {
+		return nil, fmt.Errorf("download: %w", gerr) // the extraction failed because the download did
 	}
 	if err != nil {
 		return nil, err
 	}
 	return m.addExtracted(e.SHA256, e.Size, x, OriginRestored)
+}
+
+// extractOptions are the limits and checks every extraction into comp's tree runs with.
+func (m *Manager) extractOptions(comp string) bundle.Options {
+	return bundle.Options{MaxBytes: m.o.MaxBundleBytes, Check: m.checkManifest(comp), Sync: m.o.Sync, Reserve: m.o.Reserve}
 }
 
 func (m *Manager) addExtracted(sha string, size int64, x *bundle.Extracted, origin string) (*Record, error) {
@@ -231,21 +249,25 @@ func (m *Manager) Import(file, component string) (*Record, error) {
 		return nil, fmt.Errorf("import: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	size, err := io.Copy(h, f)
-	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", file, err)
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("import %s: not a regular file", file)
 	}
-	sha := hex.EncodeToString(h.Sum(nil))
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("import %s: %w", file, err)
-	}
-	x, err := bundle.Extract(f, m.layout.Dir(component), bundle.Options{SHA256: sha, MaxBytes: m.o.MaxBundleBytes, Check: m.checkManifest(component), Sync: m.o.Sync})
-	if err != nil {
-		if errors.Is(err, bundle.ErrRejected) {
-			m.refuse(fmt.Sprintf("import %s: %v", file, err))
+	// Read the whole bundle once without writing: its manifest then bounds every entry of the
+	// extraction, exactly as the published manifest does on a restore, and the free-space check sees
+	// the bundle's size before anything is written.
+	opts := m.extractOptions(component)
+	scanned, err := bundle.Scan(f, opts)
+	if err == nil {
+		if _, err = f.Seek(0, io.SeekStart); err == nil {
+			opts.SHA256, opts.Expect = scanned.SHA256, &scanned.Manifest
+			var x *bundle.Extracted
+			if x, err = bundle.Extract(f, m.layout.Dir(component), opts); err == nil {
+				return m.addExtracted(x.SHA256, x.Size, x, OriginImported)
+			}
 		}
-		return nil, fmt.Errorf("import %s: %w", file, err)
 	}
-	return m.addExtracted(sha, size, x, OriginImported)
+	if errors.Is(err, bundle.ErrRejected) {
+		m.refuse(fmt.Sprintf("import %s: %v", file, err))
+	}
+	return nil, fmt.Errorf("import %s: %w", file, err)
 }

@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,7 +100,7 @@ func (s *Share) ReadIndex(ctx context.Context) (Index, error) {
 			return idx, err
 		}
 		if next.Generation != idx.Generation+1 {
-			return idx, fmt.Errorf("index object %s says generation %d: the bucket prefix holds foreign objects (remove s3://%s/%s/index and let nodes republish)", s.genKey(idx.Generation+1), next.Generation, s.Bucket, s.base())
+			return idx, fmt.Errorf("index object %s holds another generation number: the bucket prefix holds foreign objects (remove s3://%s/%s/index and let nodes republish)", s.genKey(idx.Generation+1), s.Bucket, s.base())
 		}
 		idx = next
 	}
@@ -109,22 +108,62 @@ func (s *Share) ReadIndex(ctx context.Context) (Index, error) {
 
 func (s *Share) getIndex(ctx context.Context, key string) (Index, error) {
 	var buf bytes.Buffer
-	if _, err := s.Store.Get(ctx, s.Bucket, key, &limitedBuffer{b: &buf, left: 256 << 20}); err != nil {
+	if _, err := s.Store.Get(ctx, s.Bucket, key, &limitedBuffer{b: &buf, left: maxIndexBytes, what: "index"}); err != nil {
 		return Index{}, err
 	}
+	// Errors below name the object, our field names and entry indexes, never the object's text: a
+	// bucket is outside input, and what it says must not reach logs, status or the Node verbatim.
 	var idx Index
 	if err := json.Unmarshal(buf.Bytes(), &idx); err != nil {
-		return Index{}, fmt.Errorf("read index s3://%s/%s: %w (delete it; nodes republish their bundles)", s.Bucket, key, err)
+		return Index{}, fmt.Errorf("read index s3://%s/%s: %w (delete it; nodes republish their bundles)", s.Bucket, key, bundle.JSONError(err))
 	}
 	if idx.SKU != s.SKU {
-		return Index{}, fmt.Errorf("%w: index s3://%s/%s is for SKU %q, this node is %q; refusing it (someone copied another SKU's caches under this prefix)", ErrOtherSKU, s.Bucket, key, idx.SKU, s.SKU)
+		other := "an invalid SKU key"
+		if CheckSKU(idx.SKU) == nil {
+			other = fmt.Sprintf("SKU %q", idx.SKU)
+		}
+		return Index{}, fmt.Errorf("%w: index s3://%s/%s is for %s, this node is %q; refusing it (someone copied another SKU's caches under this prefix)", ErrOtherSKU, s.Bucket, key, other, s.SKU)
 	}
-	for _, e := range idx.Bundles {
-		if _, err := hex.DecodeString(e.SHA256); err != nil || len(e.SHA256) != 64 || !validComponent(e.Component) {
-			return Index{}, fmt.Errorf("index s3://%s/%s has a malformed entry %q/%q", s.Bucket, key, e.Component, e.SHA256)
+	for i, e := range idx.Bundles {
+		if !validSHA256(e.SHA256) {
+			return Index{}, fmt.Errorf("index s3://%s/%s: bundles[%d].sha256 is not 64 lowercase hex digits", s.Bucket, key, i)
+		}
+		if !validComponent(e.Component) {
+			return Index{}, fmt.Errorf("index s3://%s/%s: bundles[%d].component is not one of %v", s.Bucket, key, i, Components)
+		}
+		if e.Size < 0 || e.Bytes < 0 || e.Files < 0 {
+			return Index{}, fmt.Errorf("index s3://%s/%s: bundles[%d] has a negative size", s.Bucket, key, i)
 		}
 	}
 	return idx, nil
+}
+
+// ReadManifest fetches and checks the manifest published next to a bundle. It returns an error
+// wrapping objstore.ErrNotFound when there is none.
+func (s *Share) ReadManifest(ctx context.Context, component, sha string) (*bundle.Manifest, error) {
+	var buf bytes.Buffer
+	key := s.ManifestKey(component, sha)
+	if _, err := s.Store.Get(ctx, s.Bucket, key, &limitedBuffer{b: &buf, left: maxManifestBytes, what: "manifest"}); err != nil {
+		return nil, fmt.Errorf("read manifest s3://%s/%s: %w", s.Bucket, key, err)
+	}
+	mf, err := bundle.ParseManifest(buf.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("read manifest s3://%s/%s: %w", s.Bucket, key, err)
+	}
+	return mf, nil
+}
+
+// validSHA256 accepts a lowercase hex sha256, the only thing a bundle may be named.
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Publish adds entries to the index (those already present are skipped) and returns the index
@@ -180,14 +219,21 @@ func (s *Share) Publish(ctx context.Context, entries []IndexEntry) (Index, error
 	}
 }
 
+// Bounds on what is read from the bucket into memory.
+const (
+	maxIndexBytes    = 256 << 20
+	maxManifestBytes = 64 << 20
+)
+
 type limitedBuffer struct {
 	b    *bytes.Buffer
 	left int64
+	what string
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
 	if int64(len(p)) > l.left {
-		return 0, objstore.WriterError(errors.New("index larger than 256 MiB"))
+		return 0, objstore.WriterError(fmt.Errorf("%s larger than its limit", l.what))
 	}
 	l.left -= int64(len(p))
 	return l.b.Write(p)

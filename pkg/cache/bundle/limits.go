@@ -120,8 +120,8 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// quote renders a name from a bundle for an error message: quoted, and cut at 128 bytes. Names are
-// hostile (they are not file contents, but they may be long or carry control characters).
+// quote renders a name that passed checkName (or ParseManifest) for an error message: quoted, and
+// cut at 128 bytes. A name that did not pass is never shown; errors name its entry's index instead.
 func quote(name string) string {
 	const max = 128
 	if len(name) > max {

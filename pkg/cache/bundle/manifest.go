@@ -34,6 +34,15 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
+// Validate applies ParseManifest's checks to a manifest already decoded (a bundle record read back
+// from disk, a manifest about to be trusted as Options.Expect).
+func (m *Manifest) Validate() error {
+	if m.Schema < 1 || m.Schema > Schema {
+		return fmt.Errorf("schema %d; this warmd reads 1 to %d", m.Schema, Schema)
+	}
+	return m.check()
+}
+
 func (m *Manifest) check() error {
 	seen := make(map[string]bool, len(m.Entries))
 	var sum int64

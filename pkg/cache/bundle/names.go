@@ -17,20 +17,20 @@ func checkName(name string) error {
 	case len(name) > 4096:
 		return fmt.Errorf("name of %d bytes (at most 4096)", len(name))
 	case strings.HasPrefix(name, "/"):
-		return fmt.Errorf("absolute path %s", quote(name))
+		return errors.New("absolute path")
 	case !utf8.ValidString(name):
-		return fmt.Errorf("name %s is not valid UTF-8", quote(name))
+		return errors.New("name is not valid UTF-8")
 	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
-		return fmt.Errorf("name %s holds a control character or backslash", quote(name))
+		return errors.New("name holds a control character or backslash")
 	case IsTemp(name):
-		return fmt.Errorf("name %s holds the temp-file marker %s", quote(name), TempMarker)
+		return fmt.Errorf("name holds the temp-file marker %s", TempMarker)
 	}
-	for _, el := range strings.Split(name, "/") {
+	for i, el := range strings.Split(name, "/") {
 		switch {
 		case el == "" || el == "." || el == "..":
-			return fmt.Errorf("name %s has a %q element", quote(name), el)
+			return fmt.Errorf("name element %d is empty, \".\" or \"..\"", i)
 		case len(el) > 255:
-			return fmt.Errorf("name %s has an element of %d bytes (at most 255)", quote(name), len(el))
+			return fmt.Errorf("name element %d has %d bytes (at most 255)", i, len(el))
 		}
 	}
 	return nil
@@ -48,23 +48,23 @@ func checkLinkTarget(link, target string) error {
 		return errors.New("empty symlink target")
 	}
 	if strings.HasPrefix(target, "/") {
-		return fmt.Errorf("absolute symlink target %s", quote(target))
+		return errors.New("absolute symlink target")
 	}
 	if len(target) > 4096 || !utf8.ValidString(target) || strings.ContainsFunc(target, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
-		return fmt.Errorf("symlink target %s is too long or holds control characters", quote(target))
+		return errors.New("symlink target is too long or holds control characters")
 	}
 	depth := strings.Count(link, "/") // elements of the dir holding the link
 	up, plain := 0, false
 	for _, el := range strings.Split(target, "/") {
 		switch {
 		case el == "" || el == ".":
-			return fmt.Errorf("symlink target %s has an empty or %q element", quote(target), ".")
+			return errors.New("symlink target has an empty or \".\" element")
 		case el == "..":
 			if plain {
-				return fmt.Errorf("symlink target %s climbs (\"..\") after descending: only leading \"..\" elements are allowed", quote(target))
+				return errors.New("symlink target climbs (\"..\") after descending: only leading \"..\" elements are allowed")
 			}
 			if up++; up > depth {
-				return fmt.Errorf("symlink target %s leaves the tree", quote(target))
+				return errors.New("symlink target leaves the tree")
 			}
 		default:
 			plain = true
@@ -73,7 +73,7 @@ func checkLinkTarget(link, target string) error {
 	if !plain && up == depth {
 		// "../.." from depth 2 names the tree's root itself: inside, but a link to the root makes
 		// every path through it a loop; no cache writes one.
-		return fmt.Errorf("symlink target %s names the tree's root", quote(target))
+		return errors.New("symlink target names the tree's root")
 	}
 	return nil
 }

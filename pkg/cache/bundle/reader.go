@@ -146,6 +146,7 @@ type extraction struct {
 	dirsSeen int
 	created  []string // dirs we created, outermost first
 	seen     map[string]string
+	n        int // tar entries read, for naming an entry whose name cannot be trusted
 	manifest *Manifest
 	buf      []byte
 }
@@ -164,12 +165,14 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 	tr := tar.NewReader(x.lim)
 	x.buf = make([]byte, 1<<20)
 	x.byName = map[string]int{}
+	var need int64 // the whole bundle, when its size is declared: refuse before reading any of it
 	if x.o.Expect != nil {
-		if err := x.o.Expect.check(); err != nil {
+		if err := x.o.Expect.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: published manifest: %w", ErrCorrupt, err)
 		}
+		need = x.o.Expect.Bytes
 	}
-	if err := x.b.space(0); err != nil {
+	if err := x.b.space(need); err != nil {
 		return nil, err
 	}
 	n := 0
@@ -181,11 +184,12 @@ func (x *extraction) run(r io.Reader) (*Extracted, error) {
 		if err != nil {
 			return nil, x.streamErr(err)
 		}
+		x.n = n + 1
 		if n++; n > x.o.MaxEntries {
 			return nil, fmt.Errorf("%w: more than %d entries", ErrTooLarge, x.o.MaxEntries)
 		}
 		if x.manifest != nil {
-			return nil, fmt.Errorf("%w: entry %s after the manifest", ErrCorrupt, quote(hdr.Name))
+			return nil, fmt.Errorf("%w: tar entry %d comes after the manifest", ErrCorrupt, n-1)
 		}
 		x.lim.left += entryOverhead // room for the next header
 		if err := x.entry(tr, hdr); err != nil {
@@ -259,7 +263,7 @@ func isSparse(hdr *tar.Header) bool {
 
 func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	if isSparse(hdr) {
-		return fmt.Errorf("%w: %s is a sparse file (GNU/PAX sparse headers); bundles hold only plain files", ErrUnsafe, quote(hdr.Name))
+		return fmt.Errorf("%w: tar entry %d is a sparse file (GNU/PAX sparse headers); bundles hold only plain files", ErrUnsafe, x.n-1)
 	}
 	name := hdr.Name
 	if hdr.Typeflag == tar.TypeDir {
@@ -269,7 +273,7 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 		return x.readManifest(tr, hdr)
 	}
 	if err := checkName(name); err != nil {
-		return fmt.Errorf("%w: entry %w", ErrUnsafe, err)
+		return fmt.Errorf("%w: tar entry %d: %w", ErrUnsafe, x.n-1, err)
 	}
 	if strings.HasPrefix(name, ".warmd/") || name == ".warmd" {
 		return fmt.Errorf("%w: %s uses the reserved .warmd/ dir", ErrUnsafe, quote(name))
@@ -279,7 +283,7 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	}
 	typ := map[byte]string{tar.TypeDir: TypeDir, tar.TypeReg: TypeFile, tar.TypeLink: TypeFile, tar.TypeSymlink: TypeSymlink}[hdr.Typeflag]
 	if typ == "" {
-		return fmt.Errorf("%w: %s has tar type %q; only files, dirs and in-tree links are allowed", ErrUnsafe, quote(name), string(hdr.Typeflag))
+		return fmt.Errorf("%w: %s has tar type 0x%02x; only files, dirs and in-tree links are allowed", ErrUnsafe, quote(name), hdr.Typeflag)
 	}
 	var want Entry
 	if x.expect != nil {
@@ -332,7 +336,7 @@ func (x *extraction) readManifest(tr *tar.Reader, hdr *tar.Header) error {
 func (x *extraction) hardlink(name, target string, want Entry) error {
 	i, ok := x.byName[target]
 	if !ok {
-		return fmt.Errorf("%w: hardlink %s -> %s does not name an earlier file of this bundle", ErrUnsafe, quote(name), quote(target))
+		return fmt.Errorf("%w: hardlink %s does not name an earlier file of this bundle", ErrUnsafe, quote(name))
 	}
 	src := x.files[i]
 	if x.expect != nil && (want.Size != src.size || want.SHA256 != src.sum) {
