@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,10 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
+	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -47,19 +51,45 @@ func (o *cacheOptions) flags(cmd *cobra.Command) {
 	f.StringVar(&o.sku, "sku", "", "SKU key of the tree (default: the one the daemon linked as compile-cache/node)")
 }
 
-// manager opens the SKU tree the options name, for commands that work on the node's files.
-func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log *slog.Logger) (*cache.Manager, error) {
+// manager opens the SKU tree the options name, for commands that work on the node's files. readOnly
+// opens it without creating or sweeping anything (ls, export: they may run beside the daemon).
+func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log *slog.Logger, readOnly bool) (*cache.Manager, error) {
 	sku := o.sku
 	if sku == "" {
-		link := filepath.Join(o.dataDir, "compile-cache", cache.NodeLink)
-		t, err := os.Readlink(link)
+		t, err := cache.ReadNodeLink(o.dataDir)
 		if err != nil {
+			link := filepath.Join(o.dataDir, "compile-cache", cache.NodeLink)
 			return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("no --sku given and %s is not set (%v): run the daemon once on this node or pass --sku (see `warmd gpu`)", link, err)}
 		}
 		sku = t
 	}
-	return cache.NewManager(cache.Options{DataDir: o.dataDir, SKU: sku, Store: store, Bucket: bucket, Prefix: prefix,
-		Node: os.Getenv("NODE_NAME"), Sync: !o.noSync, Log: log})
+	m, err := cache.NewManager(cache.Options{DataDir: o.dataDir, SKU: sku, Store: store, Bucket: bucket, Prefix: prefix,
+		Node: os.Getenv("NODE_NAME"), Sync: !o.noSync, Log: log, ReadOnly: readOnly})
+	if errors.Is(err, fs.ErrNotExist) && readOnly {
+		return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("no compile-cache tree for SKU %s under %s: %w", sku, o.dataDir, err)}
+	}
+	return m, err
+}
+
+// writer decides how a command that writes the data dir runs: with the data dir's lock when no
+// daemon holds it (then local is called), or through the daemon that does (then daemon is called with
+// a client for its socket), so only one process ever writes the tree and its records. A lock held by
+// something other than a daemon (another CLI writer) is an error naming it.
+func (o *cacheOptions) writer(command string, local func() error, daemon func(*api.Client) error) error {
+	dir, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
+	lock, err := datadir.Acquire(dir, datadir.Holder{Command: command})
+	if err == nil {
+		defer lock.Release()
+		return local()
+	}
+	var le *datadir.LockedError
+	if errors.As(err, &le) && le.HolderKnown && le.Holder.Socket != "" {
+		return daemon(api.NewClient(le.Holder.Socket))
+	}
+	return err
 }
 
 func newCacheCommand(s cli.IOStreams) *cobra.Command {
@@ -141,10 +171,11 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 			if err := cli.CheckFormat(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
-			m, err := o.manager(nil, "", "", nil)
+			m, err := o.manager(nil, "", "", nil, true)
 			if err != nil {
 				return err
 			}
+			defer m.Close()
 			recs := m.Records()
 			slices.SortFunc(recs, func(a, b cache.Record) int { return b.LastUsed.Compare(a.LastUsed) })
 			if output != "table" {
@@ -188,10 +219,11 @@ run 'warmd cache import'.`,
 			if out == "" {
 				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--out is required: the dir to write bundle files to")}
 			}
-			m, err := o.manager(nil, "", "", nil)
+			m, err := o.manager(nil, "", "", nil, true)
 			if err != nil {
 				return err
 			}
+			defer m.Close()
 			files, err := m.Export(out)
 			for _, f := range files {
 				fmt.Fprintln(s.Out, f)
@@ -212,24 +244,57 @@ func newCacheImportCommand(s cli.IOStreams) *cobra.Command {
 		Short: "Restore bundle files made by 'warmd cache export' into the node's SKU tree",
 		Long: `Verify and extract bundle files into the node's SKU tree with the same checks as a restore from
 the bucket: a bundle built on another SKU is refused (its kernels would not load here), and paths
-escaping the tree, links, device files, oversized or corrupt bundles are rejected. The component is
-taken from each file's parent dir (as export lays them out) unless --component is given.`,
+escaping the tree, links, device files, sparse entries, oversized or corrupt bundles and files whose
+sha256 differs from the manifest are rejected, and nothing of a rejected bundle is kept. The component
+is taken from each file's parent dir (as export lays them out) unless --component is given.
+
+While the daemon runs, the bundles are streamed to it over its socket and it imports them (one writer
+per data dir: an import beside the daemon would be captured again as the node's own); otherwise this
+command takes the data dir's lock itself.`,
 		Example: `  warmd cache import /mnt/usb/warmd-caches/*/*/*.tar.zst`,
 		Args:    cobra.MinimumNArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			m, err := o.manager(nil, "", "", nil)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			failed := 0
+			report := func(f string, err error) {
+				fmt.Fprintf(s.ErrOut, "%s: %v\n", f, err)
+				failed++
+			}
+			err := o.writer("warmd cache import", func() error {
+				m, err := o.manager(nil, "", "", nil, false)
+				if err != nil {
+					return err
+				}
+				defer m.Close()
+				for _, f := range args {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					res, err := m.Import(ctx, f, component)
+					if err != nil {
+						report(f, err)
+						continue
+					}
+					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", res.Record.SHA256[:12], res.Record.Manifest.Component, len(res.Record.Manifest.Entries))
+				}
+				return nil
+			}, func(c *api.Client) error {
+				fmt.Fprintf(s.ErrOut, "the daemon holds %s: importing through it (%s)\n", o.dataDir, c.Socket)
+				for _, f := range args {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					res, err := importThrough(ctx, c, f, component)
+					if err != nil {
+						report(f, err)
+						continue
+					}
+					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", res.SHA256[:12], res.Component, res.Entries)
+				}
+				return nil
+			})
 			if err != nil {
 				return err
-			}
-			failed := 0
-			for _, f := range args {
-				rec, err := m.Import(f, component)
-				if err != nil {
-					fmt.Fprintf(s.ErrOut, "%v\n", err)
-					failed++
-					continue
-				}
-				fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", rec.SHA256[:12], rec.Manifest.Component, len(rec.Manifest.Entries))
 			}
 			if failed > 0 {
 				return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d of %d bundles not imported", failed, len(args))}
@@ -253,7 +318,7 @@ func newCacheSyncCommand(s cli.IOStreams, dir string) *cobra.Command {
 		Short: short,
 		Long: short + `. The bucket and S3 settings come from the config file (compileCache.remote, s3);
 credentials from the default AWS chain. The daemon does this continuously; use this to seed a bucket
-or to check access.`,
+or to check access. While the daemon runs, it is asked to do it now (over its socket) instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(o.configPath)
@@ -271,15 +336,25 @@ or to check access.`,
 				return &cli.ExitError{Code: 2, Err: err}
 			}
 			ctx := cmd.Context()
-			store, err := objstore.NewS3(ctx, cfg.S3, objstore.Options{MaxConns: 32})
-			if err != nil {
-				return err
-			}
-			m, err := o.manager(store, bucket, prefix, nil)
-			if err != nil {
-				return err
-			}
-			return runSync(ctx, s, m, dir)
+			return o.writer("warmd cache "+dir, func() error {
+				store, err := objstore.NewS3(ctx, cfg.S3, objstore.Options{MaxConns: 32})
+				if err != nil {
+					return err
+				}
+				m, err := o.manager(store, bucket, prefix, nil, false)
+				if err != nil {
+					return err
+				}
+				defer m.Close()
+				return runSync(ctx, s, m, dir)
+			}, func(c *api.Client) error {
+				fmt.Fprintf(s.ErrOut, "the daemon holds %s: asking it to %s (%s)\n", o.dataDir, dir, c.Socket)
+				res, err := c.CacheSync(ctx, dir)
+				if err != nil {
+					return err
+				}
+				return printSync(s, res)
+			})
 		},
 	}
 	o.flags(cmd)
@@ -312,6 +387,40 @@ func runSync(ctx context.Context, s cli.IOStreams, m *cache.Manager, dir string)
 	}
 	if len(res.Refused) > 0 {
 		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(res.Refused))}
+	}
+	return nil
+}
+
+// importThrough streams one bundle file to the daemon.
+func importThrough(ctx context.Context, c *api.Client, file, component string) (*api.CacheImport, error) {
+	if component == "" {
+		component = filepath.Base(filepath.Dir(file)) // as export lays files out; the daemon checks it
+	}
+	if st, err := os.Stat(file); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return c.CacheImport(ctx, f, component)
+}
+
+// printSync reports what the daemon's pull or push did, as runSync does for a local one.
+func printSync(s cli.IOStreams, r *api.CacheSync) error {
+	if r.Op == "push" {
+		fmt.Fprintf(s.Out, "captured %d bundles (%d files not complete yet), uploaded %d in %.2fs\n", r.Captured, r.Pending, r.Uploaded, r.Seconds)
+		return nil
+	}
+	fmt.Fprintf(s.Out, "restored %d of %d bundles in %.2fs\n", r.Restored, r.Remote, r.Seconds)
+	for _, x := range r.Refused {
+		fmt.Fprintf(s.ErrOut, "refused: %s\n", x)
+	}
+	if len(r.Refused) > 0 {
+		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(r.Refused))}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 // Package api owns warmd's HTTP endpoints and their client. Two listeners, two audiences:
 //   - the unix socket (<dataDir>/warmd.sock, root-only) serves GET /v1/status, the whole node state,
-//     for `warmd status` and local tools;
+//     for `warmd status` and local tools, and the compile-cache operations CLI commands hand to a
+//     running daemon (POST /v1/cache/import, /v1/cache/sync) so only one process writes the data dir;
 //   - TCP (default :9400, reachable cluster-wide) serves /metrics, /healthz and /readyz and nothing
 //     sensitive: no config, no paths, no credentials.
 //
@@ -34,6 +35,8 @@ type Server struct {
 	Gatherer prometheus.Gatherer
 	// Ready reports why the daemon is not ready yet (nil when ready); /readyz answers 503 with it.
 	Ready func() error
+	// Cache serves the compile-cache operations; nil answers them 503.
+	Cache CacheService
 	Log   *slog.Logger
 }
 
@@ -48,6 +51,7 @@ func (s *Server) LocalHandler() http.Handler {
 			s.Log.Warn("write status", "err", err)
 		}
 	})
+	s.cacheRoutes(mux)
 	return mux
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // captureWorkers bounds bundles packed at once.
@@ -21,7 +21,7 @@ const captureWorkers = 4
 
 // candidate is a complete file not yet in any live bundle.
 type candidate struct {
-	rel  string
+	rel  fsroot.Path
 	size int64
 }
 
@@ -30,6 +30,9 @@ type CaptureResult struct {
 	Bundles []Record
 	// Pending counts files skipped because they are not complete yet (open for writing, changing).
 	Pending int
+	// Skipped counts what a capture never bundles from a pod-written tree: symlinks (never followed,
+	// never shared), FIFOs, sockets and devices, and names that are not valid paths.
+	Skipped int
 }
 
 // Capture bundles every complete file of the SKU's tree that no live record holds yet. Bundles
@@ -51,11 +54,13 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(captureWorkers)
 	for _, comp := range Components {
-		cands, pending, err := m.scan(comp, writers, false)
+		sc, err := m.scan(comp, writers, false)
 		if err != nil {
 			return res, err
 		}
-		res.Pending += pending
+		cands := sc.cands
+		res.Pending += sc.pending
+		res.Skipped += sc.skipped
 		for _, chunk := range m.chunks(cands) {
 			g.Go(func() error {
 				if err := gctx.Err(); err != nil {
@@ -84,40 +89,66 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 	now := m.now()
 	m.mu.Lock()
 	m.stats.Pending = res.Pending
+	m.stats.Skipped = res.Skipped
 	m.stats.LastCapture = &now
 	m.stats.Captured += len(res.Bundles)
 	m.mu.Unlock()
 	return res, nil
 }
 
+// scanned is what one walk of a component tree found.
+type scanned struct {
+	cands            []candidate
+	pending, skipped int
+}
+
 // scan walks one component tree and returns the complete files no live record holds (all complete
-// files when all is set), and how many files it skipped as not complete yet.
-func (m *Manager) scan(comp string, writers map[FileID]bool, all bool) ([]candidate, int, error) {
-	dir := m.layout.Dir(comp)
-	var out []candidate
-	pending := 0
+// files when all is set), how many it skipped as not complete yet, and how many entries it never
+// captures (links, special files, invalid names; the first few are logged). The walk goes by handle
+// and never follows a link (fsroot), so a pod renaming dirs or planting links meanwhile cannot send it
+// outside the tree; what it returns is opened the same way by bundle.Write.
+func (m *Manager) scan(comp string, writers map[FileID]bool, all bool) (scanned, error) {
+	var sc scanned
+	root, err := m.comp(comp, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return sc, nil
+	}
+	if err != nil {
+		return sc, err
+	}
+	defer root.Close()
 	m.mu.Lock()
 	known := m.known
 	m.mu.Unlock()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	skip := func(what string, p fsroot.Path) {
+		if sc.skipped++; sc.skipped <= 3 {
+			m.log.Info("not capturing "+what+" in a pod-written compile-cache tree", "component", comp, "path", p.String())
+		}
+	}
+	err = root.WalkDir(fsroot.Path{}, func(p fsroot.Path, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			if errors.Is(err, fsroot.ErrUnsafePath) {
+				skip("an entry whose name is not a valid path, below", p)
 				return nil
 			}
 			return err
 		}
-		if p == dir {
-			return nil
-		}
-		rel := filepath.ToSlash(p[len(dir)+1:])
+		rel := p.String()
 		if ignored(rel) {
 			if d.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
-			return nil // dirs are walked; links and devices are never captured
+		switch t := d.Type(); {
+		case t.IsDir():
+			return nil
+		case t&fs.ModeSymlink != 0:
+			skip("a symlink", p) // a link is never followed, and never shared
+			return nil
+		case !t.IsRegular():
+			skip("a special file", p)
+			return nil
 		}
 		fi, err := d.Info()
 		if err != nil {
@@ -130,22 +161,22 @@ func (m *Manager) scan(comp string, writers map[FileID]bool, all bool) ([]candid
 			return nil
 		}
 		if id, ok := fileID(fi); ok && writers[id] {
-			pending++
+			sc.pending++
 			return nil
 		}
-		out = append(out, candidate{rel: rel, size: fi.Size()})
+		sc.cands = append(sc.cands, candidate{rel: p, size: fi.Size()})
 		return nil
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("scan %s: %w", dir, err)
+		return scanned{}, fmt.Errorf("scan %s: %w", root.Dir(), err)
 	}
-	return out, pending, nil
+	return sc, nil
 }
 
 // chunks cuts sorted candidates into bundles of at most BundleBytes and BundleFiles, keeping
 // neighbours (one Triton kernel dir, one FlashInfer op) together.
 func (m *Manager) chunks(c []candidate) [][]candidate {
-	sort.Slice(c, func(i, j int) bool { return c[i].rel < c[j].rel })
+	sort.Slice(c, func(i, j int) bool { return c[i].rel.String() < c[j].rel.String() })
 	var out [][]candidate
 	var cur []candidate
 	var bytes int64
@@ -163,43 +194,51 @@ func (m *Manager) chunks(c []candidate) [][]candidate {
 	return out
 }
 
-// writeBundle packs files of comp into a new bundle file under dir and returns its result and path.
-func (m *Manager) writeBundle(dir, comp string, files []candidate) (bundle.Result, string, error) {
-	names := make([]string, len(files))
+// writeBundle packs files of comp into a new bundle file committed into dir (under its content
+// address) and returns its result and path. keep false writes it only to learn its result.
+func (m *Manager) writeBundle(dir *fsroot.Root, comp string, files []candidate, keep bool) (bundle.Result, fsroot.Path, error) {
+	names := make([]fsroot.Path, len(files))
+	rels := make([]string, len(files))
 	for i, f := range files {
-		names[i] = f.rel
+		names[i], rels[i] = f.rel, f.rel.String()
 	}
-	tmp, err := os.CreateTemp(dir, "capture"+bundle.TempMarker+"*")
+	src, err := m.comp(comp, false)
 	if err != nil {
-		return bundle.Result{}, "", fmt.Errorf("create bundle file: %w", err)
+		return bundle.Result{}, fsroot.Path{}, err
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	res, err := bundle.Write(tmp, m.layout.Dir(comp), names, bundle.Manifest{
-		SKU: m.o.SKU, Component: comp, Node: m.o.Node, Created: m.now(), Versions: versionsOf(comp, names),
+	defer src.Close()
+	tmp, err := dir.CreateTemp(fsroot.Path{}, "capture")
+	if err != nil {
+		return bundle.Result{}, fsroot.Path{}, fmt.Errorf("create bundle file: %w", err)
+	}
+	defer tmp.Abort() // after a Commit it does nothing
+	res, err := bundle.Write(tmp, src, names, bundle.Manifest{
+		SKU: m.o.SKU, Component: comp, Node: m.o.Node, Created: m.now(), Versions: versionsOf(comp, rels),
 	})
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		return bundle.Result{}, "", err
+		return bundle.Result{}, fsroot.Path{}, err
 	}
-	final := filepath.Join(dir, res.SHA256+bundle.Ext)
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return bundle.Result{}, "", fmt.Errorf("store bundle: %w", err)
+	if !keep {
+		return res, fsroot.Path{}, nil
+	}
+	final := pendingPath(res.SHA256)
+	if err := tmp.Chmod(0o644); err != nil {
+		return bundle.Result{}, fsroot.Path{}, fmt.Errorf("store bundle: %w", err)
+	}
+	if err := tmp.Commit(final); err != nil {
+		return bundle.Result{}, fsroot.Path{}, fmt.Errorf("store bundle: %w", err)
 	}
 	return res, final, nil
 }
 
 func (m *Manager) captureChunk(comp string, files []candidate) (*Record, error) {
-	res, path, err := m.writeBundle(m.layout.Records(), comp, files)
+	// Node-local: the tree itself is the copy, the bundle is only written to learn its manifest.
+	res, _, err := m.writeBundle(m.r.recs, comp, files, m.share != nil)
 	if err != nil {
 		return nil, err
 	}
 	now := m.now()
 	rec := &Record{SHA256: res.SHA256, Size: res.Size, Manifest: res.Manifest, Origin: OriginCaptured, Added: now, LastUsed: now}
-	if m.share == nil {
-		_ = os.Remove(path) // node-local: the tree itself is the copy
-	}
 	if err := m.saveRecord(rec); err != nil {
 		return nil, err
 	}
@@ -220,29 +259,48 @@ func (m *Manager) captureChunk(comp string, files []candidate) (*Record, error) 
 func (m *Manager) Export(dir string) ([]string, error) {
 	m.op.Lock()
 	defer m.op.Unlock()
+	if !filepath.IsAbs(dir) {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("export dir: %w", err)
+		}
+		dir = abs
+	}
 	writers, _ := m.o.OpenWriters()
 	var out []string
 	for _, comp := range Components {
-		cands, _, err := m.scan(comp, writers, true)
+		sc, err := m.scan(comp, writers, true)
 		if err != nil {
 			return out, err
 		}
-		if len(cands) == 0 {
+		if len(sc.cands) == 0 {
 			continue
 		}
-		cdir := filepath.Join(dir, m.o.SKU, comp)
-		if err := os.MkdirAll(cdir, 0o755); err != nil {
+		cdir, err := openSub(dir, m.o.SKU+"/"+comp)
+		if err != nil {
 			return out, fmt.Errorf("create export dir: %w", err)
 		}
-		for _, chunk := range m.chunks(cands) {
-			_, path, err := m.writeBundle(cdir, comp, chunk)
+		for _, chunk := range m.chunks(sc.cands) {
+			_, p, err := m.writeBundle(cdir, comp, chunk, true)
 			if err != nil {
+				cdir.Close()
 				return out, fmt.Errorf("export %s: %w", comp, err)
 			}
-			out = append(out, path)
+			out = append(out, cdir.Name(p))
 		}
+		cdir.Close()
 	}
 	return out, nil
+}
+
+// openSub opens (creating) dir/sub as a Root.
+func openSub(dir, sub string) (*fsroot.Root, error) {
+	top, err := fsroot.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer top.Close()
+	return top.Sub(fsroot.MustPath(sub))
 }
 
 func sortStrings(s []string) { slices.Sort(s) }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"warmd.io/warmd/pkg/cache/bundle"
 )
 
@@ -16,11 +18,13 @@ type FileID struct{ Dev, Ino uint64 }
 
 // fileID returns the id of an os.FileInfo from a stat.
 func fileID(fi os.FileInfo) (FileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return FileID{}, false
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t: // os.Stat
+		return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, true
+	case *unix.Stat_t: // fsroot
+		return FileID{Dev: st.Dev, Ino: st.Ino}, true
 	}
-	return FileID{Dev: uint64(st.Dev), Ino: st.Ino}, true
+	return FileID{}, false
 }
 
 // ProcOpenWriters lists every file some visible process holds open for writing, from

@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // MarkUsed records that a pod used the tree under prefix ("<component>/<path>", "" for the whole
@@ -33,16 +32,21 @@ func (m *Manager) MarkUsed(prefix string, t time.Time) {
 	}
 }
 
-// TreeBytes measures the SKU tree on disk (all files, captured or not).
+// TreeBytes measures the SKU tree on disk (all files, captured or not). It walks by handle and never
+// follows a link, like everything that reads the pod-written tree.
 func (m *Manager) TreeBytes() (map[string]int64, map[string]int, error) {
 	bytes, files := map[string]int64{}, map[string]int{}
 	for _, comp := range Components {
-		err := filepath.WalkDir(m.layout.Dir(comp), func(_ string, d fs.DirEntry, err error) error {
+		root, err := m.comp(comp, false)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return bytes, files, err
+		}
+		err = root.WalkDir(fsroot.Path{}, func(_ fsroot.Path, d fs.DirEntry, err error) error {
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
-				return err
+				return nil // a name that is not a valid path: counted by capture, not here
 			}
 			if d.Type().IsRegular() {
 				if fi, err := d.Info(); err == nil {
@@ -52,6 +56,7 @@ func (m *Manager) TreeBytes() (map[string]int64, map[string]int, error) {
 			}
 			return nil
 		})
+		root.Close()
 		if err != nil {
 			return bytes, files, fmt.Errorf("measure %s: %w", m.layout.Dir(comp), err)
 		}
@@ -118,7 +123,7 @@ func (m *Manager) Evict() (EvictResult, error) {
 		r.Evicted = &now
 		m.stats.Evicted++
 		m.mu.Unlock()
-		_ = os.Remove(m.pendingPath(r.SHA256))
+		_ = m.r.recs.Remove(pendingPath(r.SHA256))
 		if err := m.saveRecord(r); err != nil {
 			return res, err
 		}
@@ -130,7 +135,10 @@ func (m *Manager) Evict() (EvictResult, error) {
 	return res, nil
 }
 
-// removeFiles deletes r's files that no other live record holds, then the dirs left empty.
+// removeFiles deletes r's files that no other live record holds, then the dirs left empty. The tree
+// is pod-written: every delete goes through fsroot (each element reached by handle, no link
+// followed, the file itself unlinked), so a dir a pod swapped for a link to somewhere else, before or
+// during the eviction, makes that delete fail instead of removing a file out there.
 func (m *Manager) removeFiles(r *Record) int64 {
 	comp := r.Manifest.Component
 	m.mu.Lock()
@@ -149,33 +157,40 @@ func (m *Manager) removeFiles(r *Record) int64 {
 		}
 	}
 	m.mu.Unlock()
-	root := m.layout.Dir(comp)
+	root, err := m.comp(comp, false)
+	if err != nil {
+		m.log.Warn("cannot evict from the compile-cache tree", "component", comp, "err", err)
+		return 0
+	}
+	defer root.Close()
 	var freed int64
-	dirs := map[string]bool{}
+	dirs := map[fsroot.Path]bool{}
 	for _, e := range r.Manifest.Entries {
 		if e.Type != bundle.TypeFile || shared[e.Path] {
 			continue
 		}
-		p := filepath.Join(root, filepath.FromSlash(e.Path))
-		fi, err := os.Lstat(p)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
-			continue // gone or replaced by something else: not ours to delete
+		p, err := fsroot.ParsePath(e.Path)
+		if err != nil {
+			continue // records are validated when loaded; never act on a name that is not a path
 		}
-		if os.Remove(p) == nil {
+		fi, err := root.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != e.Size {
+			continue // gone, or replaced by something else: not ours to delete
+		}
+		if root.Remove(p) == nil {
 			freed += e.Size
-			for d := filepath.Dir(p); strings.HasPrefix(d, root+string(filepath.Separator)); d = filepath.Dir(d) {
+			for d := p.Dir(); !d.IsRoot(); d = d.Dir() {
 				dirs[d] = true
 			}
 		}
 	}
-	// Deepest first; Remove fails harmlessly on dirs that still hold something.
-	ds := make([]string, 0, len(dirs))
-	for d := range dirs {
-		ds = append(ds, d)
-	}
-	slices.SortFunc(ds, func(a, b string) int { return len(b) - len(a) })
+	// Deepest first; a dir that still holds something stays.
+	ds := slices.Collect(maps.Keys(dirs))
+	slices.SortFunc(ds, func(a, b fsroot.Path) int { return b.Depth() - a.Depth() })
 	for _, d := range ds {
-		_ = os.Remove(d)
+		if fi, err := root.Lstat(d); err == nil && fi.IsDir() {
+			_ = root.Remove(d)
+		}
 	}
 	return freed
 }

@@ -15,6 +15,7 @@ import (
 
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -61,7 +62,19 @@ func newManager(t *testing.T, sku string, store objstore.Store, bucket string, m
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// openRoot opens dir as an fsroot.Root for the test's life.
+func openRoot(t *testing.T, dir string) *fsroot.Root {
+	t.Helper()
+	r, err := fsroot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 // treeSums maps every regular file under dir (relative path) to its sha256.

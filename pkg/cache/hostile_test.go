@@ -121,7 +121,7 @@ func TestForgedManifestFieldsAreRefused(t *testing.T) {
 			b, _ := hostileBundle(t, files, mf)
 			file := filepath.Join(t.TempDir(), "b.tar.zst")
 			os.WriteFile(file, b, 0o644)
-			_, err := m.Import(file, ComponentVLLM)
+			_, err := m.Import(context.Background(), file, ComponentVLLM)
 			if err == nil || strings.Contains(err.Error(), secret) {
 				t.Fatalf("import: %v (want a refusal that does not quote the field)", err)
 			}

@@ -21,11 +21,17 @@
 package cache
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Component names: the four caches a vLLM pod writes, each its own subtree and bundle stream.
@@ -85,29 +91,136 @@ func (l Layout) Dir(component string) string { return filepath.Join(l.Root(), co
 // Records is where the bundle records of this SKU live.
 func (l Layout) Records() string { return filepath.Join(l.Base, ".bundles", l.SKU) }
 
-// Ensure creates the trees and points the node link at this SKU's tree.
-func (l Layout) Ensure() error {
+// roots are a manager's handles on its layout. All are fsroot Roots: the SKU tree is pod-written and
+// hostile, and the rest is warmd's own, reached without following a link either.
+type roots struct {
+	base *fsroot.Root // <dataDir>/compile-cache
+	tree *fsroot.Root // <base>/<sku>: what pods mount read-write
+	recs *fsroot.Root // <base>/.bundles/<sku>
+}
+
+func (r *roots) close() {
+	for _, x := range []*fsroot.Root{r.tree, r.recs, r.base} {
+		if x != nil {
+			x.Close()
+		}
+	}
+}
+
+// open opens the layout's roots; with create it also makes the trees and points the node link at
+// this SKU's tree (Ensure), otherwise it only opens what exists (commands that read).
+func (l Layout) open(create bool, log *slog.Logger) (*roots, error) {
+	r := &roots{}
+	var err error
+	if create {
+		r.base, err = fsroot.Open(l.Base)
+	} else {
+		r.base, err = openExisting(l.Base)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open compile-cache dir: %w", err)
+	}
+	sku := fsroot.MustPath(l.SKU) // CheckSKU made it one safe element
+	recs := fsroot.MustPath(".bundles/" + l.SKU)
+	if create {
+		if err := l.ensure(r.base, sku, log); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	if r.tree, err = subExisting(r.base, sku); err == nil {
+		r.recs, err = subExisting(r.base, recs)
+	}
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("open compile-cache tree: %w", err)
+	}
+	return r, nil
+}
+
+// ensure creates the trees and points the node link at this SKU's tree. A component dir a pod
+// replaced by a link (or a file) is put back as a dir: the link is removed itself, never followed.
+func (l Layout) ensure(base *fsroot.Root, sku fsroot.Path, log *slog.Logger) error {
 	for _, c := range Components {
-		if err := os.MkdirAll(l.Dir(c), 0o755); err != nil {
+		p := sku.Join(fsroot.MustPath(c))
+		err := base.MkdirAll(p, 0o755)
+		if errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, syscall.ENOTDIR) {
+			log.Warn("a compile-cache component dir was replaced by a link or a file (by a pod?); removing it and recreating the dir", "path", base.Name(p))
+			if err = base.RemoveAll(p); err == nil {
+				err = base.MkdirAll(p, 0o755)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("create compile-cache tree: %w", err)
 		}
 	}
-	if err := os.MkdirAll(l.Records(), 0o755); err != nil {
+	if err := base.MkdirAll(fsroot.MustPath(".bundles/"+l.SKU), 0o755); err != nil {
 		return fmt.Errorf("create compile-cache records: %w", err)
 	}
-	link := filepath.Join(l.Base, NodeLink)
-	if cur, err := os.Readlink(link); err == nil && cur == l.SKU {
+	link, tmp := fsroot.MustPath(NodeLink), fsroot.MustPath(NodeLink+".warmd-new")
+	if cur, err := base.Readlink(link); err == nil && cur == l.SKU {
 		return nil
 	}
-	tmp := link + ".warmd-new"
-	_ = os.Remove(tmp)
-	if err := os.Symlink(l.SKU, tmp); err != nil {
-		return fmt.Errorf("point %s at %s: %w", link, l.SKU, err)
+	_ = base.RemoveAll(tmp)
+	if err := base.Symlink(l.SKU, tmp); err != nil {
+		return fmt.Errorf("point %s at %s: %w", base.Name(link), l.SKU, err)
 	}
-	if err := os.Rename(tmp, link); err != nil {
-		return fmt.Errorf("point %s at %s: %w (remove it if it is not a symlink)", link, l.SKU, err)
+	if err := base.Rename(tmp, link); err != nil {
+		_ = base.Remove(tmp)
+		return fmt.Errorf("point %s at %s: %w (remove it if it is not a symlink)", base.Name(link), l.SKU, err)
 	}
 	return nil
+}
+
+// Ensure creates the trees and points the node link at this SKU's tree.
+func (l Layout) Ensure() error {
+	r, err := l.open(true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	r.close()
+	return nil
+}
+
+// ReadNodeLink returns the SKU the node link of the compile-cache dir under dataDir names, checked
+// like any SKU key (the link is warmd's, but a reader must not take a tampered one as a path).
+func ReadNodeLink(dataDir string) (string, error) {
+	base, err := openExisting(filepath.Join(dataDir, "compile-cache"))
+	if err != nil {
+		return "", err
+	}
+	defer base.Close()
+	sku, err := base.Readlink(fsroot.MustPath(NodeLink))
+	if err != nil {
+		return "", err
+	}
+	if err := CheckSKU(sku); err != nil {
+		return "", fmt.Errorf("%s does not name a SKU tree: %w", base.Name(fsroot.MustPath(NodeLink)), err)
+	}
+	return sku, nil
+}
+
+// openExisting opens dir as a Root without creating it.
+func openExisting(dir string) (*fsroot.Root, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	return fsroot.Open(dir)
+}
+
+// subExisting opens p below r without creating it.
+func subExisting(r *fsroot.Root, p fsroot.Path) (*fsroot.Root, error) {
+	fi, err := r.Lstat(p)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%s: %w", r.Name(p), fsroot.ErrSymlink)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("%s: %w", r.Name(p), syscall.ENOTDIR)
+	}
+	return r.Sub(p)
 }
 
 // EnvVar is one environment variable a vLLM pod sets.

@@ -7,9 +7,11 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -53,8 +55,12 @@ type Options struct {
 	// OpenWriters lists files some process holds open for writing; nil uses /proc. Files open for
 	// writing are not complete and never captured.
 	OpenWriters func() (map[FileID]bool, error)
-	Now         func() time.Time
-	Log         *slog.Logger
+	// ReadOnly opens an existing tree without creating anything, pointing the node link or sweeping
+	// temp files: for commands that only read (`warmd cache ls`, `export`) while a daemon may be
+	// writing. Its writing methods must not be called.
+	ReadOnly bool
+	Now      func() time.Time
+	Log      *slog.Logger
 }
 
 // Manager owns one SKU's tree on this node: its records, capture, share, restore and eviction.
@@ -62,6 +68,7 @@ type Options struct {
 type Manager struct {
 	o      Options
 	layout Layout
+	r      *roots
 	log    *slog.Logger
 	share  *Share // nil when node-local
 
@@ -75,20 +82,23 @@ type Manager struct {
 
 // Stats counts what the manager did; it feeds the status section and metrics.
 type Stats struct {
-	LastCapture   *time.Time `json:"lastCapture,omitempty"`
-	LastUpload    *time.Time `json:"lastUpload,omitempty"`
-	LastRestore   *time.Time `json:"lastRestore,omitempty"`
-	Captured      int        `json:"captured"`
-	Uploaded      int        `json:"uploaded"`
-	Restored      int        `json:"restored"`
-	Rejected      int        `json:"rejected"`
-	Evicted       int        `json:"evicted"`
-	Pending       int        `json:"pending"` // files seen but not yet complete at the last capture
-	Conflicts     int        `json:"conflicts"`
-	RemoteBundles int        `json:"remoteBundles"`
-	Hits          int        `json:"hits"`
-	Misses        int        `json:"misses"`
-	LastMiss      string     `json:"lastMiss,omitempty"`
+	LastCapture *time.Time `json:"lastCapture,omitempty"`
+	LastUpload  *time.Time `json:"lastUpload,omitempty"`
+	LastRestore *time.Time `json:"lastRestore,omitempty"`
+	Captured    int        `json:"captured"`
+	Uploaded    int        `json:"uploaded"`
+	Restored    int        `json:"restored"`
+	Rejected    int        `json:"rejected"`
+	Evicted     int        `json:"evicted"`
+	Pending     int        `json:"pending"` // files seen but not yet complete at the last capture
+	// Skipped counts what the last capture found in the pod-written tree and never bundles: links,
+	// special files, names that are not valid paths.
+	Skipped       int    `json:"skipped,omitempty"`
+	Conflicts     int    `json:"conflicts"`
+	RemoteBundles int    `json:"remoteBundles"`
+	Hits          int    `json:"hits"`
+	Misses        int    `json:"misses"`
+	LastMiss      string `json:"lastMiss,omitempty"`
 	// Refused lists the latest bundles or indexes refused (another SKU's, corrupt), with why.
 	Refused   []string `json:"refused,omitempty"`
 	LastError string   `json:"lastError,omitempty"`
@@ -138,18 +148,53 @@ func NewManager(o Options) (*Manager, error) {
 		}
 		m.share = &Share{Store: o.Store, Bucket: o.Bucket, Prefix: o.Prefix, SKU: o.SKU, Log: m.log}
 	}
-	if err := layout.Ensure(); err != nil {
+	if m.r, err = layout.open(!o.ReadOnly, m.log); err != nil {
 		return nil, err
 	}
-	if n, err := bundle.SweepTemps(layout.Root()); err != nil {
-		return nil, err
-	} else if n > 0 {
-		m.log.Info("removed temp files of an interrupted restore", "files", n)
+	if !o.ReadOnly {
+		if n, err := bundle.SweepTemps(m.r.tree); err != nil {
+			m.r.close()
+			return nil, err
+		} else if n > 0 {
+			m.log.Info("removed temp files of an interrupted restore", "files", n)
+		}
 	}
 	if err := m.loadRecords(); err != nil {
+		m.r.close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// Close releases the manager's handles on its trees.
+func (m *Manager) Close() error {
+	m.r.close()
+	return nil
+}
+
+// comp opens one component's tree. For a writer, a component dir a pod replaced by a link (or a
+// file) is removed (the link itself, never what it points to) and made a dir again.
+func (m *Manager) comp(c string, write bool) (*fsroot.Root, error) {
+	p, err := fsroot.ParsePath(c)
+	if err != nil || !validComponent(c) {
+		return nil, fmt.Errorf("component %s is not one of %v", fsroot.Quote(c), Components)
+	}
+	var r *fsroot.Root
+	if write {
+		r, err = m.r.tree.Sub(p)
+		if errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, syscall.ENOTDIR) {
+			m.log.Warn("a compile-cache component dir was replaced by a link or a file (by a pod?); removing it and recreating the dir", "path", m.r.tree.Name(p))
+			if err = m.r.tree.RemoveAll(p); err == nil {
+				r, err = m.r.tree.Sub(p)
+			}
+		}
+	} else {
+		r, err = subExisting(m.r.tree, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open compile-cache component %s: %w", c, err)
+	}
+	return r, nil
 }
 
 // Layout returns the manager's paths.

@@ -143,9 +143,15 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 	if err != nil {
 		return err
 	}
+	defer mgr.Close()
 	p.mu.Lock()
 	p.mgr = mgr
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.mgr = nil
+		p.mu.Unlock()
+	}()
 	p.publishMgr(mgr, "restoring")
 	if _, err := mgr.Restore(ctx); err != nil && ctx.Err() == nil {
 		p.log.Warn("initial compile-cache restore failed; retrying later", "err", err)

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Origins of a bundle on this node.
@@ -61,26 +60,26 @@ func (r *Record) Under(prefix string) bool {
 	return false
 }
 
-func (m *Manager) recordPath(sha string) string {
-	return filepath.Join(m.layout.Records(), sha+".json")
-}
+func recordPath(sha string) fsroot.Path { return fsroot.MustPath(sha + ".json") }
 
-// pendingPath is where a captured bundle waits for upload.
-func (m *Manager) pendingPath(sha string) string {
-	return filepath.Join(m.layout.Records(), sha+bundle.Ext)
-}
+// pendingPath is where a captured bundle waits for upload (in the records dir).
+func pendingPath(sha string) fsroot.Path { return fsroot.MustPath(sha + bundle.Ext) }
 
+// saveRecord writes r with the one atomic writer (temp, fsync, rename, dir fsync).
 func (m *Manager) saveRecord(r *Record) error {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode bundle record: %w", err)
 	}
-	return writeFileAtomic(m.recordPath(r.SHA256), b)
+	if err := m.r.recs.WriteFile(recordPath(r.SHA256), b, 0o644); err != nil {
+		return fmt.Errorf("save bundle record: %w", err)
+	}
+	return nil
 }
 
 // loadRecords reads every record of this SKU; unreadable ones are reported and skipped.
 func (m *Manager) loadRecords() error {
-	ents, err := os.ReadDir(m.layout.Records())
+	ents, err := m.r.recs.ReadDir(fsroot.Path{})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read bundle records: %w", err)
 	}
@@ -88,14 +87,20 @@ func (m *Manager) loadRecords() error {
 	defer m.mu.Unlock()
 	for _, e := range ents {
 		name := e.Name()
-		if bundle.IsTemp(name) || strings.HasSuffix(name, ".warmd-new") {
-			_ = os.Remove(filepath.Join(m.layout.Records(), name))
+		p, perr := fsroot.Path{}.Child(name)
+		if perr != nil {
+			continue // not ours: no record has such a name
+		}
+		if bundle.IsTemp(name) || fsroot.IsTemp(name) || strings.HasSuffix(name, ".warmd-new") {
+			if !m.o.ReadOnly {
+				_ = m.r.recs.Remove(p)
+			}
 			continue
 		}
 		if !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		r, err := readRecord(filepath.Join(m.layout.Records(), name))
+		r, err := readRecord(m.r.recs, p)
 		if err != nil {
 			m.log.Warn("skipping unreadable bundle record", "file", name, "err", err)
 			continue
@@ -116,13 +121,10 @@ const maxRecordBytes = 64 << 20
 // readRecord reads and checks one record. Records are warmd's own, but eviction deletes the files
 // they name, so a record edited (or replaced by a link) is checked like outside input: every path
 // must be a clean in-tree name. Errors never quote the file's text.
-func readRecord(path string) (*Record, error) {
-	b, err := os.ReadFile(path)
+func readRecord(recs *fsroot.Root, p fsroot.Path) (*Record, error) {
+	b, err := recs.ReadFile(p, maxRecordBytes)
 	if err != nil {
 		return nil, err
-	}
-	if len(b) > maxRecordBytes {
-		return nil, fmt.Errorf("record of %d bytes (at most %d)", len(b), maxRecordBytes)
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -153,15 +155,4 @@ func (m *Manager) indexRecord(r *Record) {
 			m.known[r.Manifest.Component+"/"+e.Path] = e.Size
 		}
 	}
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".warmd-new"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

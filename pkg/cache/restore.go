@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -41,7 +40,7 @@ func (m *Manager) Upload(ctx context.Context) (int, error) {
 	for _, r := range todo {
 		g.Go(func() error {
 			comp := r.Manifest.Component
-			err := objstore.PutFile(gctx, m.share.Store, m.share.Bucket, m.share.BundleKey(comp, r.SHA256), m.pendingPath(r.SHA256), objstore.PutOptions{IfNoneMatch: true})
+			err := m.putPending(gctx, comp, r.SHA256)
 			if err != nil && !errors.Is(err, objstore.ErrExists) {
 				if errors.Is(err, os.ErrNotExist) {
 					m.log.Warn("captured bundle file is gone; it will be captured again", "bundle", r.SHA256[:12])
@@ -75,7 +74,7 @@ func (m *Manager) Upload(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	for _, r := range done {
 		r.Uploaded = true
-		_ = os.Remove(m.pendingPath(r.SHA256))
+		_ = m.r.recs.Remove(pendingPath(r.SHA256))
 	}
 	m.stats.Uploaded += len(done)
 	m.stats.LastUpload = &now
@@ -87,6 +86,20 @@ func (m *Manager) Upload(ctx context.Context) (int, error) {
 	}
 	m.log.Info("uploaded compile-cache bundles", "bundles", len(done))
 	return len(done), err
+}
+
+// putPending uploads a captured bundle waiting in the records dir.
+func (m *Manager) putPending(ctx context.Context, comp, sha string) error {
+	f, err := m.r.recs.Open(pendingPath(sha))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return m.share.Store.Put(ctx, m.share.Bucket, m.share.BundleKey(comp, sha), f, fi.Size(), objstore.PutOptions{IfNoneMatch: true})
 }
 
 func indexEntry(r *Record) IndexEntry {
@@ -198,7 +211,7 @@ func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
 		pw.CloseWithError(err)
 		getErr <- err
 	}()
-	x, err := bundle.Extract(pr, m.layout.Dir(e.Component), opts)
+	x, err := m.extract(pr, e.Component, opts)
 	pr.CloseWithError(objstore.WriterError(errExtractionStopped))
 	if gerr := <-getErr; gerr != nil && err != nil && !errors.Is(gerr, errExtractionStopped) {
 		return nil, fmt.Errorf("download: %w", gerr) // the extraction failed because the download did
@@ -207,6 +220,17 @@ func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
 		return nil, err
 	}
 	return m.addExtracted(e.SHA256, e.Size, x, OriginRestored)
+}
+
+// extract extracts one bundle into comp's tree through fsroot (the tree is opened by handle, and a
+// component dir a pod replaced by a link is made a dir again first, never written through).
+func (m *Manager) extract(r io.Reader, comp string, opts bundle.Options) (*bundle.Extracted, error) {
+	dest, err := m.comp(comp, true)
+	if err != nil {
+		return nil, err
+	}
+	defer dest.Close()
+	return bundle.Extract(r, dest, opts)
 }
 
 // extractOptions are the limits and checks every extraction into comp's tree runs with.
@@ -229,45 +253,4 @@ func (m *Manager) addExtracted(sha string, size int64, x *bundle.Extracted, orig
 		m.log.Warn("restored bundle met different existing files; kept them", "bundle", sha[:12], "files", x.Conflicts)
 	}
 	return rec, nil
-}
-
-// Import extracts a bundle file (from `warmd cache export` on another cluster) into the tree, with
-// the same checks as a restore: this SKU only, digest, manifest, safe paths. component names the
-// tree it belongs to; empty takes the name of the file's parent dir, as export lays files out
-// (<sku>/<component>/<sha256>.tar.zst). The manifest must agree.
-func (m *Manager) Import(file, component string) (*Record, error) {
-	if component == "" {
-		component = filepath.Base(filepath.Dir(file))
-	}
-	if !validComponent(component) {
-		return nil, fmt.Errorf("import %s: cannot tell the component from %q: pass one of %v", file, component, Components)
-	}
-	m.op.Lock()
-	defer m.op.Unlock()
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, fmt.Errorf("import: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("import %s: not a regular file", file)
-	}
-	// Read the whole bundle once without writing: its manifest then bounds every entry of the
-	// extraction, exactly as the published manifest does on a restore, and the free-space check sees
-	// the bundle's size before anything is written.
-	opts := m.extractOptions(component)
-	scanned, err := bundle.Scan(f, opts)
-	if err == nil {
-		if _, err = f.Seek(0, io.SeekStart); err == nil {
-			opts.SHA256, opts.Expect = scanned.SHA256, &scanned.Manifest
-			var x *bundle.Extracted
-			if x, err = bundle.Extract(f, m.layout.Dir(component), opts); err == nil {
-				return m.addExtracted(x.SHA256, x.Size, x, OriginImported)
-			}
-		}
-	}
-	if errors.Is(err, bundle.ErrRejected) {
-		m.refuse(fmt.Sprintf("import %s: %v", file, err))
-	}
-	return nil, fmt.Errorf("import %s: %w", file, err)
 }

@@ -15,6 +15,7 @@ import (
 
 	"warmd.io/warmd/pkg/cache/bundle"
 	"warmd.io/warmd/pkg/cache/cachetest"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -219,7 +220,7 @@ func TestRestoreRejectsTamperedBundle(t *testing.T) {
 		other := t.TempDir()
 		os.WriteFile(filepath.Join(other, "k.cubin"), []byte("evil"), 0o644)
 		var buf bytes.Buffer
-		bundle.Write(&buf, other, []string{"k.cubin"}, bundle.Manifest{SKU: skuA, Component: ComponentTriton})
+		bundle.Write(&buf, openRoot(t, other), []fsroot.Path{fsroot.MustPath("k.cubin")}, bundle.Manifest{SKU: skuA, Component: ComponentTriton})
 		objstore.PutBytes(ctx, s, bucket, a.share.BundleKey(ComponentTriton, rec.SHA256), buf.Bytes(), objstore.PutOptions{})
 		b := newManager(t, skuA, s, bucket)
 		r, err := b.Restore(ctx)
@@ -246,7 +247,7 @@ func TestExportImport(t *testing.T) {
 	}
 	b := newManager(t, skuA, nil, "")
 	for _, f := range files {
-		if _, err := b.Import(f, ""); err != nil {
+		if _, err := b.Import(context.Background(), f, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,7 +255,7 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("imported tree has %d files, records %d", got, want)
 	}
 	c := newManager(t, skuB, nil, "")
-	_, err = c.Import(files[0], "")
+	_, err = c.Import(context.Background(), files[0], "")
 	if !errors.Is(err, ErrOtherSKU) {
 		t.Fatalf("import of another SKU's bundle: %v, want ErrOtherSKU", err)
 	}

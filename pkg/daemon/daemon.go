@@ -147,6 +147,11 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		return fmt.Errorf("listen on %s: %w (set api.listen to a free address)", cfg.API.Listen, err)
 	}
 	srv := &api.Server{Store: store, Gatherer: gatherer, Log: log}
+	for _, p := range parts {
+		if c, ok := p.(api.CacheService); ok {
+			srv.Cache = c // CLI cache writers go through the daemon while it holds the data dir
+		}
+	}
 	log.Info("warmd started", "version", version.Version, "node", cfg.NodeName, "socket", cfg.API.Socket,
 		"listen", public.Addr().String(), "parts", ds.Parts)
 

@@ -4,10 +4,14 @@
 // compressed bytes, so the same name always means the same content.
 //
 // The reader is the security boundary: bundles come from a shared bucket or an operator's USB stick,
-// and vLLM's own docs say "do not copy cache contents from untrusted sources". It rejects absolute
-// paths, `..`, links escaping the tree, device files, oversized or truncated streams and wrong digests,
-// writes every file under a temp name and renames it into place only after the whole bundle checked
-// out, and never replaces a different existing file.
+// and vLLM's own docs say "do not copy cache contents from untrusted sources"; the tree it writes into
+// is mounted read-write by vLLM pods. It rejects absolute paths, `..`, links that could lead out of
+// the tree, device files and sparse entries; counts what every entry materialises against its limits
+// and the free space before writing it; checks every file's sha256 against the manifest and the
+// manifest against the one published with the bundle; writes every file under a temp name through
+// pkg/fsroot (never through a link a pod planted) and publishes it only after the whole bundle
+// checked out; and never replaces a different existing file. Writer reads the pod-written tree the
+// same way, so capture never packs a file from outside it.
 //
 // It does not own where bundles are stored, which files are complete enough to capture, or the SKU
 // fingerprint itself (pkg/cache and pkg/nvml do).
@@ -17,10 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // ManifestName is the tar entry holding the manifest; it is always the last entry.
@@ -84,25 +88,22 @@ var (
 // IsTemp reports whether a path (or any of its elements) is a temp file the reader writes.
 func IsTemp(path string) bool { return strings.Contains(path, TempMarker) }
 
-// SweepTemps removes temp files a killed extraction left under dir; it returns how many it removed.
-func SweepTemps(dir string) (int, error) {
+// SweepTemps removes temp files a killed extraction left anywhere under root; it returns how many it
+// removed. It walks by handle and removes by name within each handle (fsroot), so a pod renaming dirs
+// or planting links meanwhile cannot turn the sweep into a delete elsewhere.
+func SweepTemps(root *fsroot.Root) (int, error) {
 	n := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+	err := root.WalkDir(fsroot.Path{}, func(p fsroot.Path, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !IsTemp(d.Name()) {
+			return nil // a name that is not a valid path is not one of ours either
 		}
-		if !d.IsDir() && strings.Contains(d.Name(), TempMarker) {
-			if err := os.Remove(p); err == nil {
-				n++
-			}
+		if root.Remove(p) == nil {
+			n++
 		}
 		return nil
 	})
 	if err != nil {
-		return n, fmt.Errorf("sweep temp files under %s: %w", dir, err)
+		return n, fmt.Errorf("sweep temp files under %s: %w", root.Dir(), err)
 	}
 	return n, nil
 }

@@ -27,7 +27,7 @@ func TestRoundTrip(t *testing.T) {
 	files := tritonTree()
 	names := writeTree(t, src, files)
 	var buf bytes.Buffer
-	res, err := Write(&buf, src, names, Manifest{SKU: "sku-a", Component: "triton", Node: "n1"})
+	res, err := Write(&buf, root(t, src), paths(t, names), Manifest{SKU: "sku-a", Component: "triton", Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +38,13 @@ func TestRoundTrip(t *testing.T) {
 	var again bytes.Buffer
 	hdr := Manifest{SKU: "sku-a", Component: "triton", Created: res.Manifest.Created}
 	hdr.Node = "n1"
-	r2, err := Write(&again, src, names, hdr)
+	r2, err := Write(&again, root(t, src), paths(t, names), hdr)
 	if err != nil || r2.SHA256 != res.SHA256 {
 		t.Fatalf("second write of the same files: sha %s vs %s (%v)", r2.SHA256, res.SHA256, err)
 	}
 
 	dest := t.TempDir()
-	got, err := Extract(bytes.NewReader(buf.Bytes()), dest, Options{SHA256: res.SHA256, Sync: true})
+	got, err := Extract(bytes.NewReader(buf.Bytes()), root(t, dest), Options{SHA256: res.SHA256, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	t.Run("same content again counts as existing", func(t *testing.T) {
-		got, err := Extract(bytes.NewReader(buf.Bytes()), dest, Options{SHA256: res.SHA256})
+		got, err := Extract(bytes.NewReader(buf.Bytes()), root(t, dest), Options{SHA256: res.SHA256})
 		if err != nil || got.Existing != len(files) || got.Written != 0 {
 			t.Fatalf("got %+v, %v", got, err)
 		}
@@ -70,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 	t.Run("a different existing file is kept and reported", func(t *testing.T) {
 		victim := filepath.Join(dest, names[0])
 		os.WriteFile(victim, []byte("someone else's kernel"), 0o644)
-		got, err := Extract(bytes.NewReader(buf.Bytes()), dest, Options{SHA256: res.SHA256})
+		got, err := Extract(bytes.NewReader(buf.Bytes()), root(t, dest), Options{SHA256: res.SHA256})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestRoundTrip(t *testing.T) {
 	})
 	t.Run("check refuses another SKU", func(t *testing.T) {
 		d := t.TempDir()
-		_, err := Extract(bytes.NewReader(buf.Bytes()), d, Options{SHA256: res.SHA256, Check: func(m *Manifest) error {
+		_, err := Extract(bytes.NewReader(buf.Bytes()), root(t, d), Options{SHA256: res.SHA256, Check: func(m *Manifest) error {
 			if m.SKU != "sku-b" {
 				return fmt.Errorf("bundle is for SKU %s, this node is sku-b", m.SKU)
 			}
@@ -174,7 +174,7 @@ func TestRejectsMaliciousBundles(t *testing.T) {
 				tc.prepare(t, dest, outside)
 			}
 			before := listFiles(t, dest)
-			_, err := Extract(bytes.NewReader(tc.bundle(t)), dest, tc.opts)
+			_, err := Extract(bytes.NewReader(tc.bundle(t)), root(t, dest), tc.opts)
 			if err == nil {
 				t.Fatal("malicious bundle accepted")
 			}
@@ -208,7 +208,7 @@ func TestEntryDigestsAlwaysVerified(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dest := t.TempDir()
-			_, err := Extract(bytes.NewReader(b), dest, tc.opts)
+			_, err := Extract(bytes.NewReader(b), root(t, dest), tc.opts)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("err = %v, want ErrCorrupt", err)
 			}

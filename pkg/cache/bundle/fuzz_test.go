@@ -17,7 +17,7 @@ func FuzzReader(f *testing.F) {
 	src := f.TempDir()
 	names := writeTree(f, src, tritonTree())
 	var good bytes.Buffer
-	if _, err := Write(&good, src, names, Manifest{SKU: "sku-a", Component: "triton"}); err != nil {
+	if _, err := Write(&good, root(f, src), paths(f, names), Manifest{SKU: "sku-a", Component: "triton"}); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good.Bytes())
@@ -37,7 +37,7 @@ func FuzzReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dest, outside := sandbox(t)
 		const maxBytes = 4 << 20
-		res, err := Extract(bytes.NewReader(data), dest, Options{MaxBytes: maxBytes, MaxEntries: 1000})
+		res, err := Extract(bytes.NewReader(data), root(t, dest), Options{MaxBytes: maxBytes, MaxEntries: 1000})
 		if o := listFiles(t, outside); len(o) != 0 {
 			t.Fatalf("wrote outside the tree: %v", o)
 		}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // raw is one hand-made tar entry, for bundles our writer would never produce.
@@ -128,4 +130,25 @@ func writeTree(t testing.TB, root string, files map[string][]byte) []string {
 func sum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// root opens dir as an fsroot.Root for the test's life.
+func root(t testing.TB, dir string) *fsroot.Root {
+	t.Helper()
+	r, err := fsroot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// paths turns test file names into fsroot.Paths.
+func paths(t testing.TB, names []string) []fsroot.Path {
+	t.Helper()
+	out := make([]fsroot.Path, len(names))
+	for i, n := range names {
+		out[i] = fsroot.MustPath(n)
+	}
+	return out
 }

@@ -24,7 +24,7 @@ func TestKillDuringExtract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Extract(f, dest, Options{}); err != nil {
+		if _, err := Extract(f, root(t, dest), Options{}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -42,7 +42,7 @@ func TestKillDuringExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Write(out, src, names, Manifest{SKU: "sku-a", Component: "flashinfer"})
+	res, err := Write(out, root(t, src), paths(t, names), Manifest{SKU: "sku-a", Component: "flashinfer"})
 	out.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -101,12 +101,12 @@ func TestKillDuringExtract(t *testing.T) {
 					t.Fatalf("torn or foreign file %s after kill -9", p)
 				}
 			}
-			if _, err := SweepTemps(dest); err != nil {
+			if _, err := SweepTemps(root(t, dest)); err != nil {
 				t.Fatal(err)
 			}
 			f, _ := os.Open(bundlePath)
 			defer f.Close()
-			got, err := Extract(f, dest, Options{SHA256: res.SHA256})
+			got, err := Extract(f, root(t, dest), Options{SHA256: res.SHA256})
 			if err != nil {
 				t.Fatalf("extract after kill: %v", err)
 			}

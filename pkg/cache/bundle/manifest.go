@@ -47,7 +47,7 @@ func (m *Manifest) check() error {
 	seen := make(map[string]bool, len(m.Entries))
 	var sum int64
 	for i, e := range m.Entries {
-		if err := checkName(e.Path); err != nil {
+		if _, err := checkName(e.Path); err != nil {
 			return fmt.Errorf("entries[%d].path: %w", i, err)
 		}
 		if seen[e.Path] {

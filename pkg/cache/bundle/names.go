@@ -5,39 +5,32 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
-// checkName accepts only clean, relative, slash-separated names inside the tree: 1..4096 bytes,
-// elements 1..255 bytes, valid UTF-8 without control characters or backslashes, no "." or ".."
-// elements, and none of the reader's own temp-file marker.
-func checkName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty name")
-	case len(name) > 4096:
-		return fmt.Errorf("name of %d bytes (at most 4096)", len(name))
-	case strings.HasPrefix(name, "/"):
-		return errors.New("absolute path")
-	case !utf8.ValidString(name):
-		return errors.New("name is not valid UTF-8")
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }):
-		return errors.New("name holds a control character or backslash")
-	case IsTemp(name):
-		return fmt.Errorf("name holds the temp-file marker %s", TempMarker)
-	}
-	for i, el := range strings.Split(name, "/") {
-		switch {
-		case el == "" || el == "." || el == "..":
-			return fmt.Errorf("name element %d is empty, \".\" or \"..\"", i)
-		case len(el) > 255:
-			return fmt.Errorf("name element %d has %d bytes (at most 255)", i, len(el))
+// checkName accepts only names that are a valid fsroot.Path (relative, clean, 1..4096 bytes, elements
+// 1..255 bytes of UTF-8 without control characters or backslashes, no "." or "..") and hold none of
+// the reader's own temp-file marker. Its error gives the reason without the name: a name that did not
+// pass is never shown.
+func checkName(name string) (fsroot.Path, error) {
+	p, err := fsroot.ParsePath(name)
+	if err != nil {
+		var pe *fsroot.PathError
+		if errors.As(err, &pe) {
+			return fsroot.Path{}, errors.New(pe.Reason)
 		}
+		return fsroot.Path{}, errors.New("not a valid path")
 	}
-	return nil
+	if IsTemp(name) {
+		return fsroot.Path{}, fmt.Errorf("name holds the temp-file marker %s", TempMarker)
+	}
+	return p, nil
 }
 
 // checkLinkTarget accepts a symlink target only when it cannot lead out of the tree, however the
-// tree's other links are arranged: relative, ".." elements only at its start and no more of them
+// tree's other links are arranged (stricter than fsroot.SymlinkTarget, which judges the text alone,
+// and which Root.Symlink applies as well): relative, ".." elements only at its start and no more of them
 // than the link's own depth, then plain elements. A lexical check of the whole target is not enough:
 // "a/.." is lexically ".", but when a is itself a link to "..", it resolves to the tree's parent.
 // Requiring ".." only as a prefix closes that, because a ".." then always applies to the physical

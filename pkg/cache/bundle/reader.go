@@ -12,11 +12,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
-	"golang.org/x/sys/unix"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Options bound and check one extraction.
@@ -68,7 +68,7 @@ type Extracted struct {
 }
 
 type pending struct {
-	tmp, final string
+	tmp, final fsroot.Path // tmp is the zero Path once published (or when scanning)
 	size       int64
 	sum        string
 }
@@ -77,17 +77,12 @@ type pending struct {
 // safe and within the limits, the stream is complete, every file's sha256 matches its manifest entry,
 // the bundle's digest and Expect match and Check accepts the manifest. On any error nothing new is
 // left in dest except empty dirs it had to create and then could not remove.
-func Extract(r io.Reader, dest string, o Options) (*Extracted, error) {
-	root, err := os.OpenRoot(dest)
-	if err != nil {
-		return nil, fmt.Errorf("open extract dir: %w", err)
-	}
-	defer root.Close()
+func Extract(r io.Reader, dest *fsroot.Root, o Options) (*Extracted, error) {
 	if o.Statfs == nil && o.Reserve >= 0 {
-		o.Statfs = rootStatfs(root)
+		o.Statfs = dest.Statfs
 	}
 	x := newExtraction(o)
-	x.root, x.d = root, newDirs(root)
+	x.d = newDirs(dest)
 	defer x.d.close()
 	res, err := x.run(r)
 	if err != nil {
@@ -134,7 +129,6 @@ func newExtraction(o Options) *extraction {
 }
 
 type extraction struct {
-	root     *os.Root
 	d        *dirs // nil when scanning
 	o        Options
 	b        budget
@@ -142,9 +136,8 @@ type extraction struct {
 	expect   map[string]Entry
 	files    []pending
 	byName   map[string]int // final name -> index in files
-	links    [][2]string    // name, target
-	dirsSeen int
-	created  []string // dirs we created, outermost first
+	links    []link
+	created  []fsroot.Path // dirs we created, outermost first
 	seen     map[string]string
 	n        int // tar entries read, for naming an entry whose name cannot be trusted
 	manifest *Manifest
@@ -272,7 +265,8 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	if name == ManifestName && hdr.Typeflag == tar.TypeReg {
 		return x.readManifest(tr, hdr)
 	}
-	if err := checkName(name); err != nil {
+	p, err := checkName(name)
+	if err != nil {
 		return fmt.Errorf("%w: tar entry %d: %w", ErrUnsafe, x.n-1, err)
 	}
 	if strings.HasPrefix(name, ".warmd/") || name == ".warmd" {
@@ -295,13 +289,12 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	x.seen[name] = typ
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		x.dirsSeen++
-		return x.mkdirs(name)
+		return x.mkdirs(p)
 	case tar.TypeReg:
 		if x.expect != nil && hdr.Size != want.Size {
 			return fmt.Errorf("%w: %s holds %d bytes, its published manifest says %d", ErrCorrupt, quote(name), hdr.Size, want.Size)
 		}
-		return x.file(tr, name, hdr, want.SHA256)
+		return x.file(tr, p, hdr, want.SHA256)
 	case tar.TypeSymlink:
 		if err := checkLinkTarget(name, hdr.Linkname); err != nil {
 			return fmt.Errorf("%w: symlink %s: %w", ErrUnsafe, quote(name), err)
@@ -309,10 +302,13 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 		if x.expect != nil && want.Target != hdr.Linkname {
 			return fmt.Errorf("%w: symlink %s does not match its published manifest", ErrCorrupt, quote(name))
 		}
-		x.links = append(x.links, [2]string{name, hdr.Linkname})
+		if err := fsroot.SymlinkTarget(p, hdr.Linkname); err != nil {
+			return fmt.Errorf("%w: symlink %s leaves the tree", ErrUnsafe, quote(name))
+		}
+		x.links = append(x.links, link{p, hdr.Linkname})
 		return nil
 	}
-	return x.hardlink(name, hdr.Linkname, want)
+	return x.hardlink(p, hdr.Linkname, want)
 }
 
 func (x *extraction) readManifest(tr *tar.Reader, hdr *tar.Header) error {
@@ -333,32 +329,36 @@ func (x *extraction) readManifest(tr *tar.Reader, hdr *tar.Header) error {
 }
 
 // hardlink adds name as a second name of an earlier file of this bundle.
-func (x *extraction) hardlink(name, target string, want Entry) error {
+func (x *extraction) hardlink(p fsroot.Path, target string, want Entry) error {
 	i, ok := x.byName[target]
 	if !ok {
-		return fmt.Errorf("%w: hardlink %s does not name an earlier file of this bundle", ErrUnsafe, quote(name))
+		return fmt.Errorf("%w: hardlink %s does not name an earlier file of this bundle", ErrUnsafe, quote(p.String()))
 	}
 	src := x.files[i]
 	if x.expect != nil && (want.Size != src.size || want.SHA256 != src.sum) {
-		return fmt.Errorf("%w: hardlink %s does not match its published manifest", ErrCorrupt, quote(name))
+		return fmt.Errorf("%w: hardlink %s does not match its published manifest", ErrCorrupt, quote(p.String()))
 	}
 	if x.d != nil {
-		if err := x.mkdirs(path.Dir(name)); err != nil {
+		if err := x.mkdirs(p.Dir()); err != nil {
 			return err
 		}
-		tmp := tempName(name)
+		tmp, err := tempName(p)
+		if err != nil {
+			return err
+		}
 		if err := x.d.link(src.tmp, tmp); err != nil {
 			return err
 		}
 		src.tmp = tmp
 	}
-	src.final = name
-	x.byName[name] = len(x.files)
+	src.final = p
+	x.byName[p.String()] = len(x.files)
 	x.files = append(x.files, src)
 	return nil
 }
 
-func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header, wantSum string) error {
+func (x *extraction) file(tr *tar.Reader, p fsroot.Path, hdr *tar.Header, wantSum string) error {
+	name := p.String()
 	if hdr.Size < 0 {
 		return fmt.Errorf("%w: %s has a negative size", ErrCorrupt, quote(name))
 	}
@@ -371,9 +371,9 @@ func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header, wantSum 
 	var err error
 	if x.d == nil {
 		n, err = copyBuf(h, tr, x.buf)
-		x.files = append(x.files, pending{final: name, size: hdr.Size})
+		x.files = append(x.files, pending{final: p, size: hdr.Size})
 	} else {
-		n, err = x.write(tr, name, hdr, h)
+		n, err = x.write(tr, p, hdr, h)
 	}
 	if err != nil {
 		return err
@@ -381,30 +381,33 @@ func (x *extraction) file(tr *tar.Reader, name string, hdr *tar.Header, wantSum 
 	if n != hdr.Size {
 		return fmt.Errorf("%w: %s has %d of %d bytes", ErrCorrupt, quote(name), n, hdr.Size)
 	}
-	p := &x.files[len(x.files)-1]
-	p.sum = hex.EncodeToString(h.Sum(nil))
+	f := &x.files[len(x.files)-1]
+	f.sum = hex.EncodeToString(h.Sum(nil))
 	x.byName[name] = len(x.files) - 1
-	if wantSum != "" && p.sum != wantSum {
+	if wantSum != "" && f.sum != wantSum {
 		return fmt.Errorf("%w: %s does not match the sha256 of its published manifest entry", ErrCorrupt, quote(name))
 	}
 	return nil
 }
 
 // write streams one file into a new temp file beside its final name.
-func (x *extraction) write(tr *tar.Reader, name string, hdr *tar.Header, h hash.Hash) (int64, error) {
-	if err := x.mkdirs(path.Dir(name)); err != nil {
+func (x *extraction) write(tr *tar.Reader, p fsroot.Path, hdr *tar.Header, h hash.Hash) (int64, error) {
+	if err := x.mkdirs(p.Dir()); err != nil {
 		return 0, err
 	}
 	mode := os.FileMode(0o644)
 	if hdr.Mode&0o111 != 0 {
 		mode = 0o755
 	}
-	tmp := tempName(name)
+	tmp, err := tempName(p)
+	if err != nil {
+		return 0, err
+	}
 	f, err := x.d.create(tmp, mode)
 	if err != nil {
 		return 0, err
 	}
-	x.files = append(x.files, pending{tmp: tmp, final: name, size: hdr.Size})
+	x.files = append(x.files, pending{tmp: tmp, final: p, size: hdr.Size})
 	n, err := copyBuf(&spaceWriter{w: io.MultiWriter(f, h), b: &x.b}, tr, x.buf)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -412,11 +415,11 @@ func (x *extraction) write(tr *tar.Reader, name string, hdr *tar.Header, h hash.
 	return n, err
 }
 
-func (x *extraction) mkdirs(dir string) error {
-	if dir == "." || dir == "" || x.d == nil {
+func (x *extraction) mkdirs(dir fsroot.Path) error {
+	if dir.IsRoot() || x.d == nil {
 		return nil
 	}
-	return x.d.mkdir(dir, func(d string) { x.created = append(x.created, d) })
+	return x.d.mkdir(dir, func(d fsroot.Path) { x.created = append(x.created, d) })
 }
 
 // matchManifest holds the bundle's manifest to exactly what the tar stream held: the same files with
@@ -432,7 +435,7 @@ func (x *extraction) matchManifest() error {
 	}
 	links := make(map[string]string, len(x.links))
 	for _, l := range x.links {
-		links[l[0]] = l[1]
+		links[l.path.String()] = l.target
 	}
 	for i, e := range m.Entries {
 		if x.seen[e.Path] != e.Type {
@@ -455,37 +458,34 @@ func (x *extraction) matchManifest() error {
 
 func (x *extraction) commit(res *Extracted) error {
 	if x.o.Sync {
-		if f, err := x.root.Open("."); err == nil {
-			_ = unix.Syncfs(int(f.Fd()))
-			f.Close()
-		}
+		x.d.syncfs()
 	}
 	for i := range x.files {
 		p := &x.files[i]
-		exists, err := x.d.renameNew(p.tmp, p.final)
+		exists, err := x.d.publish(p.tmp, p.final)
 		if err != nil {
 			return err
 		}
 		if !exists {
-			p.tmp = ""
+			p.tmp = fsroot.Path{}
 			res.Written++
 			continue
 		}
 		if x.d.sameFile(p.final, p.size, p.sum, x.buf) {
 			res.Existing++
 		} else {
-			res.Conflicts = append(res.Conflicts, p.final)
+			res.Conflicts = append(res.Conflicts, p.final.String())
 		}
 		x.d.remove(p.tmp)
-		p.tmp = ""
+		p.tmp = fsroot.Path{}
 	}
 	for _, l := range x.links {
-		exists, same, err := x.d.symlink(l[1], l[0])
+		exists, same, err := x.d.symlink(l.target, l.path)
 		if err != nil {
 			return err
 		}
 		if exists && !same {
-			res.Conflicts = append(res.Conflicts, l[0])
+			res.Conflicts = append(res.Conflicts, l.path.String())
 		}
 	}
 	x.created = nil // committed: keep the dirs
@@ -498,7 +498,7 @@ func (x *extraction) cleanup() {
 		return
 	}
 	for _, p := range x.files {
-		if p.tmp != "" {
+		if !p.tmp.IsRoot() {
 			x.d.remove(p.tmp)
 		}
 	}
@@ -507,10 +507,22 @@ func (x *extraction) cleanup() {
 	}
 }
 
-func tempName(name string) string {
+// link is a symlink entry, created after every file is published.
+type link struct {
+	path   fsroot.Path
+	target string
+}
+
+// tempName is a fresh temp name beside p: ".<base>.warmd-tmp-<random>", which fsroot.IsTemp and
+// IsTemp both recognize (a kill -9 leaves only those, and SweepTemps removes them).
+func tempName(p fsroot.Path) (fsroot.Path, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return path.Join(path.Dir(name), "."+path.Base(name)+TempMarker+hex.EncodeToString(b[:]))
+	base := p.Base()
+	if len(base) > 200 {
+		base = base[:200]
+	}
+	return p.Dir().Child("." + base + TempMarker + hex.EncodeToString(b[:]))
 }
 
 func copyBuf(w io.Writer, r io.Reader, buf []byte) (int64, error) {
@@ -526,20 +538,4 @@ func (c *countReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// rootStatfs reports the free and total bytes of root's file system.
-func rootStatfs(root *os.Root) func() (int64, int64, error) {
-	return func() (int64, int64, error) {
-		f, err := root.Open(".")
-		if err != nil {
-			return 0, 0, err
-		}
-		defer f.Close()
-		var st unix.Statfs_t
-		if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-			return 0, 0, err
-		}
-		return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
-	}
 }

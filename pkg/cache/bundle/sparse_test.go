@@ -161,7 +161,7 @@ func TestRejectsSparseEntries(t *testing.T) {
 				t.Fatalf("sparse bundle is %d bytes; expected a tiny one", len(b))
 			}
 			dest, outside := sandbox(t)
-			_, err := Extract(bytes.NewReader(b), dest, Options{MaxBytes: 8 << 20})
+			_, err := Extract(bytes.NewReader(b), root(t, dest), Options{MaxBytes: 8 << 20})
 			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), "sparse") {
 				t.Fatalf("err = %v, want ErrUnsafe naming the sparse entry", err)
 			}
@@ -202,7 +202,7 @@ func TestMaterialisedBytesAreCounted(t *testing.T) {
 				}
 				return 1 << 40, 1 << 40, nil
 			}
-			_, err := Extract(bytes.NewReader(bomb), dest, tc.opts)
+			_, err := Extract(bytes.NewReader(bomb), root(t, dest), tc.opts)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
@@ -222,7 +222,7 @@ func TestMaterialisedBytesAreCounted(t *testing.T) {
 		tw.Close()
 		enc.Write(make([]byte, 256<<20))
 		enc.Close()
-		_, err := Extract(bytes.NewReader(buf.Bytes()), t.TempDir(), Options{})
+		_, err := Extract(bytes.NewReader(buf.Bytes()), root(t, t.TempDir()), Options{})
 		if !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("err = %v, want ErrTooLarge for 256 MiB of padding after the tar end", err)
 		}
@@ -249,7 +249,7 @@ func TestFreeSpace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dest := t.TempDir()
 			calls := 0
-			_, err := Extract(bytes.NewReader(b), dest, Options{Reserve: reserve, Statfs: func() (int64, int64, error) {
+			_, err := Extract(bytes.NewReader(b), root(t, dest), Options{Reserve: reserve, Statfs: func() (int64, int64, error) {
 				calls++
 				return tc.free(calls), total, nil
 			}})
@@ -263,7 +263,7 @@ func TestFreeSpace(t *testing.T) {
 	}
 	t.Run("real file system", func(t *testing.T) {
 		dest := t.TempDir()
-		_, err := Extract(bytes.NewReader(b), dest, Options{Reserve: 1 << 62})
+		_, err := Extract(bytes.NewReader(b), root(t, dest), Options{Reserve: 1 << 62})
 		if !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("err = %v, want ErrNoSpace with a reserve larger than any disk", err)
 		}

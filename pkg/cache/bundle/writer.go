@@ -5,15 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Result is what Write produced: the manifest and the bundle's content address.
@@ -25,12 +26,18 @@ type Result struct {
 	Size int64
 }
 
-// Write packs the named files (paths relative to root, slash-separated) into a bundle written to w.
-// hdr supplies SKU, component, node and versions; entries and Bytes are filled in. The tar stream is
-// deterministic (sorted names, zero times, no owners), so the same files give the same bytes.
-// A file that changes size while it is read fails the write: capture only hands over stable files.
-func Write(w io.Writer, root string, files []string, hdr Manifest) (Result, error) {
-	files = slices.Clone(files)
+// Write packs the named files of src into a bundle written to w. hdr supplies SKU, component, node and
+// versions; entries and Bytes are filled in. The tar stream is deterministic (sorted names, zero
+// times, no owners), so the same files give the same bytes. src is a pod-written tree: each file is
+// opened through fsroot (no link followed at any element, no FIFO or device opened), so a pod that
+// swaps a file or a dir for a link between capture's scan and this read cannot make warmd pack (and
+// upload) a file from elsewhere. A file that was swapped, or changes size while it is read, fails the
+// write with an error wrapping fs.ErrInvalid: capture only hands over stable files, and retries.
+func Write(w io.Writer, src *fsroot.Root, paths []fsroot.Path, hdr Manifest) (Result, error) {
+	files := make([]string, len(paths))
+	for i, p := range paths {
+		files[i] = p.String()
+	}
 	slices.Sort(files)
 	files = slices.Compact(files)
 	h := sha256.New()
@@ -50,8 +57,9 @@ func Write(w io.Writer, root string, files []string, hdr Manifest) (Result, erro
 	}
 	dirs := map[string]bool{}
 	for _, rel := range files {
-		if err := checkName(rel); err != nil {
-			return Result{}, fmt.Errorf("bundle %s: %w", rel, err)
+		p, err := checkName(rel)
+		if err != nil {
+			return Result{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
 		}
 		// Parent dirs first, so the reader creates them with sane modes.
 		for _, d := range parents(rel) {
@@ -64,7 +72,7 @@ func Write(w io.Writer, root string, files []string, hdr Manifest) (Result, erro
 			}
 			m.Entries = append(m.Entries, Entry{Path: d, Type: TypeDir, Mode: 0o755})
 		}
-		e, err := addFile(tw, root, rel)
+		e, err := addFile(tw, src, p)
 		if err != nil {
 			return Result{}, err
 		}
@@ -90,10 +98,14 @@ func Write(w io.Writer, root string, files []string, hdr Manifest) (Result, erro
 	return Result{Manifest: m, SHA256: hex.EncodeToString(h.Sum(nil)), Size: cw.n}, nil
 }
 
-func addFile(tw *tar.Writer, root, rel string) (Entry, error) {
-	f, err := os.Open(filepath.Join(root, filepath.FromSlash(rel)))
+func addFile(tw *tar.Writer, src *fsroot.Root, p fsroot.Path) (Entry, error) {
+	rel := p.String()
+	f, err := src.Open(p)
+	if errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, fsroot.ErrNotRegular) {
+		return Entry{}, fmt.Errorf("bundle %s: %w: replaced by a link or a special file since it was seen (%w)", quote(rel), fs.ErrInvalid, err)
+	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("bundle %s: %w", rel, err)
+		return Entry{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
