@@ -28,7 +28,7 @@ func runGPU(t *testing.T, det nvml.Detector, args ...string) (string, int) {
 	}
 	root.AddCommand(newGPUCommandWith(s, gpuOptions{detector: det, now: func() time.Time { return goldenTime }}))
 	root.SetArgs(append([]string{"gpu"}, args...))
-	code := exitCode(root.ExecuteContext(context.Background()))
+	code := exitCode(root.ExecuteContext(context.Background()), nil)
 	return out.String(), code
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -37,10 +38,15 @@ writes a waterfall chart to stdout.`,
 			if len(args) == 0 {
 				args = []string{"-"}
 			}
+			// Nothing is written until every input is parsed, so a signal midway (an endless stdin,
+			// a FIFO, /dev/zero) leaves no half table or half SVG behind.
 			rs := make([]phases.Result, 0, len(args))
 			for _, a := range args {
-				r, err := parsePhasesInput(s, a)
+				r, err := parsePhasesInput(cmd.Context(), s, a)
 				if err != nil {
+					if ctxErr := cmd.Context().Err(); ctxErr != nil {
+						return ctxErr
+					}
 					return &cli.ExitError{Code: 1, Err: err}
 				}
 				rs = append(rs, r)
@@ -59,12 +65,12 @@ writes a waterfall chart to stdout.`,
 }
 
 // parsePhasesInput parses one file (or stdin for "-"). The file's modification time supplies the year
-// that vLLM's own timestamps lack.
-func parsePhasesInput(s cli.IOStreams, name string) (phases.Result, error) {
+// that vLLM's own timestamps lack. Reads stop when ctx ends, even a read blocked on a quiet stdin.
+func parsePhasesInput(ctx context.Context, s cli.IOStreams, name string) (phases.Result, error) {
 	if name == "-" {
-		return phases.Parse(s.In, phases.Options{Source: "-", Reference: time.Now()})
+		return phases.Parse(cli.ContextReader(ctx, s.In), phases.Options{Source: "-", Reference: time.Now()})
 	}
-	f, err := os.Open(name)
+	f, err := openContext(ctx, name)
 	if err != nil {
 		return phases.Result{}, fmt.Errorf("open log: %w (pass a vLLM log file, or - for stdin)", err)
 	}
@@ -73,5 +79,30 @@ func parsePhasesInput(s cli.IOStreams, name string) (phases.Result, error) {
 	if st, err := f.Stat(); err == nil {
 		ref = st.ModTime()
 	}
-	return phases.Parse(f, phases.Options{Source: name, Reference: ref})
+	return phases.Parse(cli.ContextReader(ctx, f), phases.Options{Source: name, Reference: ref})
+}
+
+// openContext opens name for reading, giving up when ctx ends: opening a FIFO blocks until a writer
+// comes, and a signal must not wait for that. A file opened after ctx ended is closed.
+func openContext(ctx context.Context, name string) (*os.File, error) {
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	c := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(name)
+		c <- opened{f, err}
+	}()
+	select {
+	case o := <-c:
+		return o.f, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-c; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
