@@ -29,6 +29,12 @@ import (
 var warmdBin string
 
 func TestMain(m *testing.M) {
+	// WARMD_SECURITY_BIN runs the suite against a warmd built elsewhere, e.g. from an older commit
+	// to show that each case fails there.
+	if bin := os.Getenv("WARMD_SECURITY_BIN"); bin != "" {
+		warmdBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "warmd-sec-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,171 @@
+package security
+
+// Class 7: one-shot commands ignored SIGTERM/SIGINT. `warmd phases` on an input that never ends (a
+// pipe whose writer stays open, a FIFO nobody writes, /dev/zero) read on forever; the kubelet's
+// SIGTERM, or an operator's Ctrl-C, did nothing. Every case starts the real binary, signals it once
+// it is busy, and asserts that it exits within a second with 128+signal and leaves nothing partial
+// (no half-printed table, no file under a final path).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopWithin is how soon after a signal a command must have exited.
+const stopWithin = time.Second
+
+// busy is a warmd process a case signals.
+type busy struct {
+	cmd      *exec.Cmd
+	out, err *syncBuffer
+	exited   chan struct{}
+	waitErr  error
+}
+
+// startBusy starts warmd with args (stdin from in when non-nil) and returns at once.
+func (w *World) startBusy(in io.Reader, args ...string) *busy {
+	w.T.Helper()
+	b := &busy{out: &syncBuffer{}, err: &syncBuffer{}, exited: make(chan struct{})}
+	b.cmd = exec.Command(warmdBin, args...)
+	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = in, b.out, b.err
+	b.cmd.Env = append(os.Environ(), w.Env...)
+	b.cmd.Dir = w.Work
+	if err := b.cmd.Start(); err != nil {
+		w.T.Fatal(err)
+	}
+	go func() { b.waitErr = b.cmd.Wait(); close(b.exited) }()
+	w.T.Cleanup(func() {
+		select {
+		case <-b.exited:
+		default:
+			b.cmd.Process.Kill()
+			<-b.exited
+		}
+	})
+	return b
+}
+
+// signal sends sig and returns the exit code once the process exits, failing the test (and killing
+// it) if that takes longer than stopWithin.
+func (b *busy) signal(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	select {
+	case <-b.exited:
+		t.Fatalf("warmd %s exited before the signal (%v):\n%s", strings.Join(b.cmd.Args[1:], " "), b.waitErr, b.err.String())
+	default:
+	}
+	start := time.Now()
+	if err := b.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.exited:
+	case <-time.After(stopWithin + 2*time.Second): // wait a little longer to tell "slow" from "never"
+		b.cmd.Process.Kill()
+		<-b.exited
+		t.Fatalf("warmd %s still running %s after %s (killed); stderr:\n%s",
+			strings.Join(b.cmd.Args[1:], " "), time.Since(start).Round(time.Millisecond), sig, tail(b.err.String(), 2000))
+	}
+	took := time.Since(start)
+	if took > stopWithin {
+		t.Errorf("warmd %s took %s to stop after %s, want at most %s", strings.Join(b.cmd.Args[1:], " "), took.Round(time.Millisecond), sig, stopWithin)
+	}
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(b.waitErr, &ee) {
+		code = ee.ExitCode()
+	} else if b.waitErr != nil {
+		t.Fatal(b.waitErr)
+	}
+	t.Logf("stopped %s after %s with exit %d", took.Round(time.Millisecond), sig, code)
+	return code
+}
+
+// vllmLines is an endless stream of vLLM log lines, one every 5 ms, until ctx ends.
+type vllmLines struct {
+	ctx context.Context
+	n   int
+	buf bytes.Buffer
+}
+
+func (v *vllmLines) Read(p []byte) (int, error) {
+	if v.buf.Len() == 0 {
+		select {
+		case <-v.ctx.Done():
+			return 0, io.EOF
+		case <-time.After(5 * time.Millisecond):
+		}
+		v.n++
+		fmt.Fprintf(&v.buf, "INFO 01-02 03:04:%02d [loader.py:%d] Loading weights took %d.5 seconds\n", v.n%60, v.n, v.n)
+	}
+	return v.buf.Read(p)
+}
+
+func TestSignalPhasesEndlessInput(t *testing.T) {
+	fifo := func(t *testing.T, w *World) string {
+		p := filepath.Join(w.Work, "fifo")
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		sig  syscall.Signal
+		// args and stdin for the case
+		setup func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader)
+	}{
+		{"stdin that never closes, SIGTERM", syscall.SIGTERM, func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader) {
+			return []string{"phases", "-"}, &vllmLines{ctx: ctx}
+		}},
+		{"stdin that never writes, SIGINT", syscall.SIGINT, func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader) {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { pr.Close(); pw.Close() })
+			return []string{"phases"}, pr
+		}},
+		{"/dev/zero, SIGINT", syscall.SIGINT, func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader) {
+			return []string{"phases", "-o", "json", "/dev/zero"}, nil
+		}},
+		{"FIFO without a writer, SIGTERM", syscall.SIGTERM, func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader) {
+			return []string{"phases", fifo(t, w)}, nil
+		}},
+		{"second file endless, SIGTERM", syscall.SIGTERM, func(t *testing.T, w *World, ctx context.Context) ([]string, io.Reader) {
+			first := filepath.Join(w.Work, "first.log")
+			if err := os.WriteFile(first, []byte("INFO 01-02 03:04:05 [api_server.py:1] vLLM API server version 0.11.0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"phases", "-o", "svg", first, "-"}, &vllmLines{ctx: ctx}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewWorld(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			args, in := tc.setup(t, w, ctx)
+			b := w.startBusy(in, args...)
+			time.Sleep(500 * time.Millisecond) // well into its read loop
+			code := b.signal(t, tc.sig)
+			if want := 128 + int(tc.sig); code != want {
+				t.Errorf("exit %d, want %d (128+%s)", code, want, tc.sig)
+			}
+			if out := b.out.String(); out != "" {
+				t.Errorf("a stopped warmd phases printed a partial result:\n%s", tail(out, 500))
+			}
+			w.Check()
+		})
+	}
+}
