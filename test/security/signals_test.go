@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"warmd.io/warmd/internal/fixtures"
 )
 
 // stopWithin is how soon after a signal a command must have exited.
@@ -168,4 +170,35 @@ func TestSignalPhasesEndlessInput(t *testing.T) {
 			w.Check()
 		})
 	}
+}
+
+// TestSignalPrefetchWeights: a prefetch held back by its bandwidth cap (a slow link) stops within a
+// second of SIGTERM, publishes nothing, and a rerun finishes the model.
+func TestSignalPrefetchWeights(t *testing.T) {
+	b := VersityBucket(t)
+	m, err := fixtures.NewModel(fixtures.ModelSpec{Shards: 2, TensorsA: 4, BytesPerTensor: 4 << 20, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.PutModel("big/", m.Files)
+	w := NewWorld(t)
+	w.Env = append(w.Env, b.Env...)
+	models := ModelsSection(map[string]string{"name": "sec/big", "source": b.URL("big/")})
+	slow := w.Config(map[string]string{"s3": b.S3Section(), "models": models,
+		"weights": "{bandwidthLimit: 1Mi, chunkSize: 1Mi, concurrency: 2}"})
+	p := w.startBusy(nil, "prefetch", "weights", "--config", slow, "--progress", "plain")
+	time.Sleep(1500 * time.Millisecond) // downloading at 1 MiB/s: 32 MiB would take half a minute
+	if code := p.signal(t, syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	snaps := filepath.Join(w.DataDir, "weights", "models--sec--big", "snapshots")
+	if ents, err := os.ReadDir(snaps); err == nil && len(ents) > 0 {
+		t.Errorf("a stopped prefetch published %s/%s", snaps, ents[0].Name())
+	}
+	w.Check()
+	fast := w.Config(map[string]string{"s3": b.S3Section(), "models": models})
+	if r := w.Warmd("prefetch", "weights", "--config", fast, "--progress", "none"); r.Code != 0 {
+		t.Fatalf("rerun after the signal: exit %d\n%s", r.Code, r.Output())
+	}
+	w.Check()
 }
