@@ -9,10 +9,12 @@ import (
 
 // Message patterns, from the reference's §2 table (format strings per version).
 var (
-	reAPIBanner   = regexp.MustCompile(`vLLM API server version (\S+)`)
-	reServerNew   = regexp.MustCompile(`vLLM server version ([^,\s]+), serving model (\S+)`)
-	reLogoVersion = regexp.MustCompile(`\bversion\s+(v?\d[\w.+-]*)`)
-	reLogoModel   = regexp.MustCompile(`\bmodel\s+(\S+)`)
+	reAPIBanner = regexp.MustCompile(`vLLM API server version (\S+)`)
+	reServerNew = regexp.MustCompile(`vLLM server version ([^,\s]+), serving model (\S+)`)
+	// The ASCII-art logo (2026-01+) prints "version <v>" and "model <m>" beside block characters, in
+	// whichever file logs it (utils.py, api_utils.py, a DEBUG-mode relative path).
+	reLogoVersion = regexp.MustCompile(`[█▄▀]\s+version\s+(v?\d[\w.+-]*)`)
+	reLogoModel   = regexp.MustCompile(`[█▄▀]\s+model\s+(\S+)`)
 	reEngineInit  = regexp.MustCompile(`Initializing (?:a (V0|V1) |an )LLM engine \(v([^)\s]+)\) with config: (.*)`)
 	reCfgModel    = regexp.MustCompile(`(?:^|[\s,(])model='([^']*)'`)
 	reCfgTP       = regexp.MustCompile(`tensor_parallel_size=(\d+)`)
@@ -24,13 +26,14 @@ var (
 	reModelTook   = regexp.MustCompile(`Model loading took \S+ (?:GB|GiB)(?: memory)? and ([\d.]+) seconds`)
 	reCacheDir    = regexp.MustCompile(`Using cache directory: (\S+) for vLLM's torch\.compile`)
 	reAOTLoad     = regexp.MustCompile(`Directly load AOT compilation from path (\S+)`)
+	reAOTSave     = regexp.MustCompile(`saved AOT compiled function to (\S+)`)
+	reAOTRetry    = regexp.MustCompile(`(?:Compiling model again due to a load failure from|Cannot load aot compilation from path) ([^\s,]+)`)
 	reHashDir     = regexp.MustCompile(`(?:torch_compile_cache|torch_aot_compile)/([0-9a-f]{6,64})`)
 	reDynamo      = regexp.MustCompile(`Dynamo bytecode transform time: ([\d.]+) s`)
 	reCompileTot  = regexp.MustCompile(`torch\.compile (?:takes|took) ([\d.]+) s in total`)
 	reGraphDone   = regexp.MustCompile(`Graph capturing finished in ([\d.]+) secs`)
 	reInitEngine  = regexp.MustCompile(`init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s`)
 	reHealth200   = regexp.MustCompile(`"GET /health HTTP/[\d.]+" 200`)
-	reException   = regexp.MustCompile(`^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)`)
 )
 
 // milestone is the time of an event: first or last occurrence across ranks.
@@ -83,29 +86,47 @@ func (r *perRank) value() *float64 {
 	return &m
 }
 
+// marks are the milestones one clock domain printed (see domains.go).
+type marks struct {
+	start, engineInit, loadStart, downloadDone, modelLoaded, compileDone milestone
+	captureStart, captureDone, kvDone, initDone, listening, appReady     milestone
+	health                                                               milestone
+	// captureSecs is what vLLM printed with the latest captureDone ("Graph capturing finished in N
+	// secs"): it places the capture's start, which no line marks.
+	captureSecs    float64
+	captureHasSecs bool
+	// failAt is the first line that said the start failed.
+	failAt milestone
+}
+
 // events accumulates what the lines said.
 type events struct {
 	version, engine, model string
 	tp                     int
-	cacheDir               string
+	sawConfig              bool // the args or the engine config was printed (TP defaults to 1 then)
+	cacheDir, aotDir       string
 	hit, miss, cacheOff    bool
 	eager                  bool
+	ready                  bool // the server came up: nothing moves the startup milestones after that
 
-	start, engineInit, loadStart, downloadDone, modelLoaded, compileDone milestone
-	captureStart, captureDone, kvDone, initDone, listening, appReady     milestone
-	health                                                               milestone
+	dom map[string]*marks
 
 	download, weights, model_, dynamo, compile, capture, initEngine perRank
 
-	inTraceback bool
-	failed      bool
-	errLine     string // first exception line in a traceback
-	fatalLine   string // first fatal marker line
-	errorLevel  string // first ERROR/CRITICAL line
+	fail failure
 }
 
 func newEvents() events {
-	return events{dynamo: perRank{sum: true}, compile: perRank{sum: true}}
+	return events{dynamo: perRank{sum: true}, compile: perRank{sum: true}, dom: map[string]*marks{}, fail: newFailure()}
+}
+
+func (e *events) marks(dom string) *marks {
+	m := e.dom[dom]
+	if m == nil {
+		m = &marks{}
+		e.dom[dom] = m
+	}
+	return m
 }
 
 func num(s string) (float64, bool) {
@@ -121,54 +142,60 @@ func clip(s string) string {
 	return s
 }
 
-// observe classifies one message. ok says whether t is usable.
-func (e *events) observe(p *Parser, in inner, t time.Time, ok bool) {
+// observe classifies one message of process proc in clock domain dom. ok says whether t is usable.
+func (e *events) observe(p *Parser, in inner, proc, dom string, t time.Time, ok bool) {
 	msg := in.msg
-	at := func(m *milestone, first bool) {
-		if !ok || e.appReady.ok && m != &e.health {
+	m := e.marks(dom)
+	at := func(ms *milestone, first bool) {
+		if !ok || e.ready && ms != &m.health {
 			return // after ready nothing moves the startup milestones
 		}
 		if first {
-			m.first(t)
+			ms.first(t)
 		} else {
-			m.latest(t)
+			ms.latest(t)
 		}
 	}
 	if ok {
-		e.start.first(t)
+		m.start.first(t)
 	}
-	rank := in.proc
 	report := func(r *perRank, re *regexp.Regexp) bool {
-		if m := re.FindStringSubmatch(msg); m != nil {
-			if v, good := num(m[1]); good {
-				r.add(rank, v)
+		if mm := re.FindStringSubmatch(msg); mm != nil {
+			if v, good := num(mm[1]); good {
+				r.add(proc, v)
 			}
 			return true
 		}
 		return false
 	}
-	e.errors(in)
+	api := func() { p.cl.markPrimary(dom) }
+	if e.fail.observe(in, proc) {
+		at(&m.failAt, true)
+	}
 
 	switch {
 	case strings.Contains(msg, "Automatically detected platform"):
 		p.vllm = true
 	case reServerNew.MatchString(msg):
-		m := reServerNew.FindStringSubmatch(msg)
+		mm := reServerNew.FindStringSubmatch(msg)
 		p.vllm = true
-		setOnce(&e.version, strings.TrimPrefix(m[1], "v"))
-		setOnce(&e.model, m[2])
+		api()
+		setOnce(&e.version, strings.TrimPrefix(mm[1], "v"))
+		setOnce(&e.model, mm[2])
 	case reAPIBanner.MatchString(msg):
 		p.vllm = true
+		api()
 		setOnce(&e.version, strings.TrimPrefix(reAPIBanner.FindStringSubmatch(msg)[1], "v"))
-	case strings.HasPrefix(in.file, "api_utils.py") && reLogoVersion.MatchString(msg):
+	case reLogoVersion.MatchString(msg):
 		p.vllm = true
+		api()
 		setOnce(&e.version, strings.TrimPrefix(reLogoVersion.FindStringSubmatch(msg)[1], "v"))
-	case strings.HasPrefix(in.file, "api_utils.py") && reLogoModel.MatchString(msg):
+	case reLogoModel.MatchString(msg):
 		setOnce(&e.model, reLogoModel.FindStringSubmatch(msg)[1])
 	case reEngineInit.MatchString(msg):
-		m := reEngineInit.FindStringSubmatch(msg)
+		mm := reEngineInit.FindStringSubmatch(msg)
 		p.vllm = true
-		eng := strings.ToLower(m[1])
+		eng := strings.ToLower(mm[1])
 		if eng == "" { // "Initializing an LLM engine": V1 printed it from v1/engine/core.py (≤ v0.7.0)
 			eng = "v0"
 			if strings.HasPrefix(in.file, "core.py") {
@@ -176,108 +203,97 @@ func (e *events) observe(p *Parser, in inner, t time.Time, ok bool) {
 			}
 		}
 		setOnce(&e.engine, eng)
-		setOnce(&e.version, m[2])
-		if mm := reCfgModel.FindStringSubmatch(m[3]); mm != nil {
-			setOnce(&e.model, mm[1])
-		}
-		if mm := reCfgTP.FindStringSubmatch(m[3]); mm != nil && e.tp == 0 {
-			e.tp, _ = strconv.Atoi(mm[1])
-		}
-		if strings.Contains(m[3], "enforce_eager=True") {
-			e.eager = true
-		}
-		at(&e.engineInit, true)
+		setOnce(&e.version, mm[2])
+		e.config(mm[3])
+		at(&m.engineInit, true)
 	case strings.HasPrefix(msg, "non-default args: ") || strings.HasPrefix(msg, "args: "):
+		api()
 		if mm := reArgModel.FindStringSubmatch(msg); mm != nil {
-			setOnce(&e.model, mm[1])
-		} else if mm := reCfgModel.FindStringSubmatch(msg); mm != nil {
 			setOnce(&e.model, mm[1])
 		}
 		if mm := reArgTP.FindStringSubmatch(msg); mm != nil && e.tp == 0 {
 			e.tp, _ = strconv.Atoi(mm[1])
-		} else if mm := reCfgTP.FindStringSubmatch(msg); mm != nil && e.tp == 0 {
-			e.tp, _ = strconv.Atoi(mm[1])
 		}
-		if strings.Contains(msg, "'enforce_eager': True") || strings.Contains(msg, "enforce_eager=True") {
+		if strings.Contains(msg, "'enforce_eager': True") {
 			e.eager = true
 		}
+		e.config(msg) // "args: Namespace(model='…', tensor_parallel_size=2, …)" (≤ v0.8.5)
 	case reLoadStart.MatchString(msg):
 		p.vllm = true
 		setOnce(&e.model, reLoadStart.FindStringSubmatch(msg)[1])
-		at(&e.loadStart, false)
+		at(&m.loadStart, false)
 	case report(&e.download, reDownload):
-		at(&e.downloadDone, false)
+		at(&m.downloadDone, false)
 	case report(&e.weights, reWeightsTook):
 	case report(&e.model_, reModelTook):
-		at(&e.modelLoaded, false)
+		at(&m.modelLoaded, false)
 	case strings.Contains(msg, "Loading model weights took"): // ≤ v0.7.3: a memory figure, not seconds
-		at(&e.modelLoaded, false)
+		at(&m.modelLoaded, false)
 	case reCacheDir.MatchString(msg):
 		setOnce(&e.cacheDir, reCacheDir.FindStringSubmatch(msg)[1])
 	case strings.Contains(msg, "vLLM's torch.compile cache is disabled"):
 		e.cacheOff = true
 	case report(&e.dynamo, reDynamo):
-	case strings.Contains(msg, "Compiling a graph for"), strings.Contains(msg, "Cache the graph"),
-		strings.Contains(msg, "Compiling model again due to a load failure"):
-		e.miss = true
-	case reAOTLoad.MatchString(msg):
+	case reAOTLoad.MatchString(msg): // an AOT artefact was loaded: the compile cache hit
 		e.hit = true
-		setOnce(&e.cacheDir, reAOTLoad.FindStringSubmatch(msg)[1])
+		setOnce(&e.aotDir, reAOTLoad.FindStringSubmatch(msg)[1])
+	case reAOTSave.MatchString(msg): // compiled and saved: a miss that filled the cache
+		e.miss = true
+		setOnce(&e.aotDir, reAOTSave.FindStringSubmatch(msg)[1])
+	case reAOTRetry.MatchString(msg): // the artefact was there but unusable: compiled again
+		e.miss = true
+		setOnce(&e.aotDir, reAOTRetry.FindStringSubmatch(msg)[1])
+	case strings.Contains(msg, "Compiling a graph for"), strings.Contains(msg, "Cache the graph"):
+		e.miss = true
 	case strings.Contains(msg, "Directly lookup the graph for shape"), strings.Contains(msg, "Directly load the compiled graph"):
 		e.hit = true
 	case report(&e.compile, reCompileTot):
-		at(&e.compileDone, false)
+		at(&m.compileDone, false)
 	case strings.Contains(msg, "Capturing CUDA graph"), strings.Contains(msg, "Capturing cudagraphs"),
 		strings.Contains(msg, "Capturing the model for CUDA graphs"):
-		at(&e.captureStart, true)
-	case report(&e.capture, reGraphDone):
-		at(&e.captureDone, false)
+		at(&m.captureStart, true)
+	case reGraphDone.MatchString(msg):
+		v, good := num(reGraphDone.FindStringSubmatch(msg)[1])
+		if good {
+			e.capture.add(proc, v)
+		}
+		if ok && !e.ready && (!m.captureDone.ok || !t.Before(m.captureDone.t)) {
+			m.captureDone = milestone{t: t, ok: true}
+			m.captureSecs, m.captureHasSecs = v, good
+		}
 	case strings.Contains(msg, "# GPU blocks:"), strings.Contains(msg, "GPU KV cache size:"),
 		strings.Contains(msg, "Maximum concurrency for"):
-		at(&e.kvDone, false)
+		at(&m.kvDone, false)
 	case report(&e.initEngine, reInitEngine):
-		at(&e.initDone, false)
+		at(&m.initDone, false)
 	case strings.Contains(msg, "Starting vLLM API server"), strings.Contains(msg, "Starting vLLM server on"),
 		strings.Contains(msg, "Uvicorn running on"):
-		at(&e.listening, true)
+		api()
+		at(&m.listening, true)
 	case strings.Contains(msg, "Application startup complete"):
-		at(&e.appReady, true)
+		api()
+		at(&m.appReady, true)
+		if ok {
+			e.ready = true
+		}
 	case reHealth200.MatchString(msg):
-		if e.appReady.ok || e.listening.ok {
-			at(&e.health, true)
+		if m.appReady.ok || m.listening.ok {
+			at(&m.health, true)
 		}
 	}
 }
 
-// errors tracks tracebacks and fatal markers; only the first of each kind is kept.
-func (e *events) errors(in inner) {
-	msg := strings.TrimRight(in.msg, " ")
-	switch {
-	case strings.HasPrefix(strings.TrimSpace(msg), "Traceback (most recent call last)"):
-		e.inTraceback = true
-		return
-	case e.inTraceback && reException.MatchString(msg):
-		e.inTraceback = false
-		e.failed = true
-		if e.errLine == "" {
-			e.errLine = clip(msg)
-		}
-		return
+// config reads model, TP and eager mode from an engine config or an args Namespace.
+func (e *events) config(s string) {
+	e.sawConfig = true
+	if mm := reCfgModel.FindStringSubmatch(s); mm != nil {
+		setOnce(&e.model, mm[1])
 	}
-	for _, marker := range []string{
-		"EngineCore failed to start", "Engine core initialization failed", "Engine process failed to start",
-		"CUDA out of memory", "died unexpectedly",
-	} {
-		if strings.Contains(msg, marker) {
-			e.failed = true
-			if e.fatalLine == "" {
-				e.fatalLine = clip(msg)
-			}
-			return
-		}
+	if mm := reCfgTP.FindStringSubmatch(s); mm != nil && e.tp == 0 {
+		e.tp, _ = strconv.Atoi(mm[1])
 	}
-	if (in.level == "ERROR" || in.level == "CRITICAL") && e.errorLevel == "" && strings.TrimSpace(msg) != "" {
-		e.errorLevel = clip(msg)
+	if strings.Contains(s, "enforce_eager=True") {
+		e.eager = true
 	}
 }
 

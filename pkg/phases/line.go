@@ -22,9 +22,21 @@ var (
 	reJournald  = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
 	reKubectl   = regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (.*)$`)
 	reCollector = regexp.MustCompile(`^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?) \| (.*)$`)
-	reSyslog    = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
-	reANSI      = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
-	reProc      = regexp.MustCompile(`^\(([^()]{1,64}?) pid=(\d+)\) ?`)
+	// CI runners and log shippers that bracket an RFC 3339 time ("[2025-10-16T06:08:44Z] …", Buildkite).
+	reBracketISO = regexp.MustCompile(`^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))\] (.*)$`)
+	reSyslog     = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) \S+ [^\s:\[]+(?:\[\d+\])?: (.*)$`)
+	// Source prefixes put in front by tools that merge several containers: `kubectl logs --prefix`
+	// ("[pod/<pod>/<container>] ") and `docker compose logs` ("<service>  | ").
+	reKubePrefix    = regexp.MustCompile(`^\[(pod/[^\]\s]{1,300})\] (.*)$`)
+	reComposePrefix = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9_.-]{0,127}) +\| (.*)$`)
+	reANSI          = regexp.MustCompile(`\x1b\[[0-9;?]*[ -/]*[@-~]`)
+	// One process prefix: vLLM's "(<Name> pid=<n>) "; Ray adds ", ip=<addr>" for a worker on another
+	// node and may nest its own prefix outside vLLM's ("(RayWorkerProc pid=1, ip=10.0.0.2) (Worker_DP1_TP0 pid=1) ").
+	reProc = regexp.MustCompile(`^\(([^()]{1,64}?) pid=(\d+)(?:, ip=([^()\s,]{1,64}))?\) ?`)
+	// Ray's log deduplication appends this to a line other ranks printed too.
+	reRayRepeated = regexp.MustCompile(`\s*\[repeated \d+x across cluster\]\s*$`)
+	// The data-parallel rank in a process name: EngineCore_DP1, Worker_DP1_TP0_EP2, EngineCore_1 (v0.8–v0.10).
+	reDPName = regexp.MustCompile(`(?:^|_)DP(\d+)(?:_|$)|^EngineCore_(\d+)$`)
 	// §8 of the reference: level, MM-DD HH:MM:SS, [file:line] (no "[" up to v0.7.3), after an optional
 	// VLLM_LOGGING_PREFIX (found by headerStart, so this pattern can stay anchored and cheap).
 	reHeader  = regexp.MustCompile(`^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:[.,]\d+)? \[?([^\]\s]+):(\d+)\] ?`)
@@ -39,10 +51,30 @@ type outer struct {
 	tag    string // CRI P|F
 	text   string
 	noYear bool // syslog: year to infer
+	// source names the container a merging tool said the line came from (kubectl --prefix, docker
+	// compose); "" for a single container's log.
+	source string
 }
 
-// unwrap removes one outer wrapper if present. ref supplies the year for syslog lines.
+// unwrap removes a source prefix and one outer wrapper if present.
 func unwrap(s string) outer {
+	if m := reKubePrefix.FindStringSubmatch(s); m != nil {
+		o := unwrapClock(m[2])
+		o.source = m[1]
+		return o
+	}
+	o := unwrapClock(s)
+	if o.clock == "" {
+		if m := reComposePrefix.FindStringSubmatch(o.text); m != nil {
+			o = unwrapClock(m[2])
+			o.source = m[1]
+		}
+	}
+	return o
+}
+
+// unwrapClock removes one timestamped wrapper if present.
+func unwrapClock(s string) outer {
 	if o, ok := unwrapCRI(s); ok {
 		return o
 	}
@@ -58,6 +90,11 @@ func unwrap(s string) outer {
 	}
 	if m := reCollector.FindStringSubmatch(s); m != nil {
 		if t, err := time.Parse("2006-01-02 15:04:05.999999999", strings.Replace(m[1], ",", ".", 1)); err == nil {
+			return outer{t: t, clock: ClockCollector, text: m[2]}
+		}
+	}
+	if m := reBracketISO.FindStringSubmatch(s); m != nil {
+		if t, ok := parseISO(m[1]); ok {
 			return outer{t: t, clock: ClockCollector, text: m[2]}
 		}
 	}
@@ -112,21 +149,46 @@ func parseISO(s string) (time.Time, bool) {
 // inner is one segment of a line after the wrapper: process prefix and vLLM header taken apart.
 type inner struct {
 	proc  string // "EngineCore_DP0 pid=7" (the rank key); "" for the main process
+	host  string // the node Ray said the process runs on (ip=…); "" for the local node
+	dp    string // the data-parallel rank from the process name; "" for rank 0 and non-DP processes
 	level string // vLLM or uvicorn level; "" for bare text
 	file  string // vLLM [file:line]; "" otherwise
 	msg   string
+	// repeated: Ray printed this once for several ranks, late (its dedup window), with the first one's time.
+	repeated bool
 	// vLLM header clock (no year)
 	hasHdr              bool
 	mon, day, h, mi, se int
 }
 
-// split strips ANSI colour and the `(<Name> pid=<n>) ` prefix, then reads the vLLM or uvicorn header.
+// maxProcPrefixes bounds how many nested process prefixes are taken off one line.
+const maxProcPrefixes = 4
+
+// split strips ANSI colour and the `(<Name> pid=<n>) ` prefixes, then reads the vLLM or uvicorn header.
 func split(seg string) inner {
 	seg = reANSI.ReplaceAllString(seg, "")
 	var in inner
-	if m := reProc.FindStringSubmatch(seg); m != nil {
-		in.proc = m[1] + " pid=" + m[2]
+	for range maxProcPrefixes {
+		m := reProc.FindStringSubmatch(seg)
+		if m == nil {
+			break
+		}
+		in.proc = m[1] + " pid=" + m[2] // the innermost prefix names the rank
+		if m[3] != "" {
+			in.host = m[3]
+		}
 		seg = seg[len(m[0]):]
+	}
+	if in.proc != "" {
+		if m := reDPName.FindStringSubmatch(in.proc[:strings.LastIndex(in.proc, " pid=")]); m != nil {
+			in.dp = m[1] + m[2]
+			if in.dp == "0" {
+				in.dp = ""
+			}
+		}
+	}
+	if loc := reRayRepeated.FindStringIndex(seg); loc != nil {
+		seg, in.repeated = seg[:loc[0]], true
 	}
 	if i := headerStart(seg); i >= 0 {
 		if m := reHeader.FindStringSubmatch(seg[i:]); m != nil {

@@ -34,8 +34,7 @@ type Parser struct {
 	partialT map[string]time.Time
 	yc       yearClock
 	clock    string // best clock seen
-	last     time.Time
-	hasTime  bool
+	cl       clocks
 	vllm     bool // a vLLM marker was seen
 	lines    int
 	ev       events
@@ -45,7 +44,7 @@ type Parser struct {
 func NewParser(opts Options) *Parser {
 	return &Parser{
 		opts: opts, partial: map[string]*strings.Builder{}, partialT: map[string]time.Time{},
-		yc: yearClock{ref: opts.Reference}, clock: ClockNone, ev: newEvents(),
+		yc: yearClock{ref: opts.Reference}, clock: ClockNone, cl: newClocks(), ev: newEvents(),
 	}
 }
 
@@ -131,29 +130,37 @@ func (p *Parser) Line(raw string) {
 
 func (p *Parser) segment(o outer, seg string) {
 	in := split(seg)
+	var t time.Time
+	own := false
 	switch {
 	case o.clock != ClockNone && o.clock != "":
 		if p.clock == ClockNone || p.clock == ClockVLLM {
 			p.clock = o.clock
 		}
 		if p.clock == o.clock {
-			p.last, p.hasTime = o.t, true
+			t, own = o.t, true
 		}
 	case in.hasHdr && (p.clock == ClockNone || p.clock == ClockVLLM):
 		p.clock = ClockVLLM
-		p.last, p.hasTime = p.yc.at(in.mon, in.day, in.h, in.mi, in.se, 0), true
+		t, own = p.yc.at(in.mon, in.day, in.h, in.mi, in.se, 0), true
 	}
-	if !p.hasTime {
-		// Nothing to place this line on the clock; still learn facts (version, errors) from it.
-		p.ev.observe(p, in, time.Time{}, false)
-		return
+	outerClock := p.clock != ClockNone && p.clock != ClockVLLM
+	dom := p.cl.bound(domainKey(outerClock, o, in))
+	proc := o.source + "|" + in.host + "|" + in.proc
+	ok := own
+	if own {
+		p.cl.own(proc, dom, t, in.repeated)
+	} else {
+		// Nothing on this line places it on the clock: its own process's last time does (never
+		// another rank's); facts (version, errors) are learnt either way.
+		t, ok = p.cl.at(proc, dom)
 	}
-	p.ev.observe(p, in, p.last, true)
+	p.ev.observe(p, in, proc, dom, t, ok)
 }
 
 // Result returns what the log says so far.
 func (p *Parser) Result() Result {
-	r := p.ev.result(p.opts)
+	r := p.ev.result(p.opts, p.cl.included())
 	r.Clock = p.clock
 	if r.Source == "" {
 		r.Source = p.opts.Source

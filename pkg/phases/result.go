@@ -89,14 +89,19 @@ type Reported struct {
 
 // Result is what one start's log says. Zero values mean "the log does not say"; JSON writes them as null.
 type Result struct {
-	Source             string
-	VLLMVersion        string
-	Engine             string // "v0" or "v1"
+	Source      string
+	VLLMVersion string
+	Engine      string // "v0" or "v1"
+	// TensorParallelSize is what the args or engine config said, 1 when they were printed without it
+	// (vLLM's default), 0 when the log shows neither.
 	TensorParallelSize int
 	Model              string // --model as vLLM printed it
 	Outcome            Outcome
-	Error              string // first meaningful error line when Outcome is failed
-	CompileCache       CompileCache
+	// Error is the line that says why a failed start failed: the root cause, not a wrapper that
+	// points at it ("Engine core initialization failed. See root cause above", a pydantic
+	// ValidationError header, whose detail line is taken instead).
+	Error        string
+	CompileCache CompileCache
 	// CompileCacheDir is the torch.compile cache dir vLLM said it used (rank 0's), and CompileCacheHash
 	// its <hash10> (or the AOT sha256) component: pkg/cache compares it with what it restored.
 	CompileCacheDir  string
@@ -104,7 +109,8 @@ type Result struct {
 	Reported         Reported
 	Phases           []Phase // in PhaseOrder, total excluded
 	// TotalSeconds is process start (image pull start when known) → ready, or → first /health 200
-	// when logged; nil unless ready.
+	// when logged; for a failed start, → the first line that said it failed (the time to failure).
+	// nil for an incomplete start or a log without a clock.
 	TotalSeconds *float64
 	// StartedAt is the absolute time of the process start when the clock has a date (zero otherwise).
 	StartedAt time.Time
