@@ -77,8 +77,10 @@ func (c *clocks) own(proc, dom string, t time.Time, repeated bool) {
 }
 
 // at returns the time for a line without one of its own: its process's last, else its domain's.
-func (c *clocks) at(proc, dom string) (time.Time, bool) {
-	if t, ok := c.procLast[proc]; ok {
+// A line without a process prefix (named false) may come from any process of the domain (a tqdm bar
+// wrapped onto a new line, an old log without prefixes): it takes the domain's latest time.
+func (c *clocks) at(proc, dom string, named bool) (time.Time, bool) {
+	if t, ok := c.procLast[proc]; ok && named {
 		return t, true
 	}
 	t, ok := c.domLast[dom]

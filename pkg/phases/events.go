@@ -261,7 +261,7 @@ func (e *events) observe(p *Parser, in inner, proc, dom string, t time.Time, ok 
 			m.captureDone = milestone{t: t, ok: true}
 			m.captureSecs, m.captureHasSecs = v, good
 		}
-	case strings.Contains(msg, "# GPU blocks:"), strings.Contains(msg, "GPU KV cache size:"),
+	case strings.Contains(msg, "# GPU blocks:"), strings.Contains(msg, "# cuda blocks:"), strings.Contains(msg, "GPU KV cache size:"),
 		strings.Contains(msg, "Maximum concurrency for"):
 		at(&m.kvDone, false)
 	case report(&e.initEngine, reInitEngine):

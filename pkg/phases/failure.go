@@ -83,7 +83,9 @@ func (f *failure) observe(in inner, proc string) bool {
 		}
 	}
 	switch {
-	case strings.HasPrefix(strings.TrimSpace(msg), "Traceback (most recent call last)"):
+	case strings.HasPrefix(strings.TrimSpace(msg), "Traceback (most recent call last)"),
+		strings.HasPrefix(msg, `  File "`) && strings.Contains(msg, `", line `):
+		// A frame line starts a traceback body too: pasted logs often begin inside one.
 		setState(f.inTraceback, proc, true)
 		return false
 	case f.inTraceback[proc] && reException.MatchString(msg):

@@ -39,6 +39,14 @@ func TestWrappers(t *testing.T) {
 			return "[vllm] " + s // VLLM_LOGGING_PREFIX
 		},
 		"crlf": func(_ int, s string) string { return s + "\r" },
+		// merging tools and CI runners (kubectl logs --prefix [--timestamps], docker compose logs,
+		// Buildkite's "[RFC 3339] ")
+		"kubectl-prefix": func(_ int, s string) string { return "[pod/vllm-0/vllm] " + s },
+		"kubectl-prefix+timestamps": func(i int, s string) string {
+			return "[pod/vllm-0/vllm] " + base.Add(at[i]).Format(time.RFC3339Nano) + " " + s
+		},
+		"compose":     func(_ int, s string) string { return "qwen3.5-9b  | (EngineCore_DP0 pid=132) " + s },
+		"bracket-iso": func(i int, s string) string { return "[" + base.Add(at[i]).Format(time.RFC3339) + "] " + s },
 	}
 	for name, f := range wrap {
 		t.Run(name, func(t *testing.T) {

@@ -58,13 +58,15 @@ type outer struct {
 
 // unwrap removes a source prefix and one outer wrapper if present.
 func unwrap(s string) outer {
-	if m := reKubePrefix.FindStringSubmatch(s); m != nil {
-		o := unwrapClock(m[2])
-		o.source = m[1]
-		return o
+	if strings.HasPrefix(s, "[pod/") {
+		if m := reKubePrefix.FindStringSubmatch(s); m != nil {
+			o := unwrapClock(m[2])
+			o.source = m[1]
+			return o
+		}
 	}
 	o := unwrapClock(s)
-	if o.clock == "" {
+	if i := strings.Index(o.text, " | "); o.clock == "" && i > 0 && i < 160 {
 		if m := reComposePrefix.FindStringSubmatch(o.text); m != nil {
 			o = unwrapClock(m[2])
 			o.source = m[1]
@@ -93,7 +95,11 @@ func unwrapClock(s string) outer {
 			return outer{t: t, clock: ClockCollector, text: m[2]}
 		}
 	}
-	if m := reBracketISO.FindStringSubmatch(s); m != nil {
+	if len(s) > 2 && s[0] == '[' && s[1] >= '0' && s[1] <= '9' {
+		m := reBracketISO.FindStringSubmatch(s)
+		if m == nil {
+			return outer{text: s}
+		}
 		if t, ok := parseISO(m[1]); ok {
 			return outer{t: t, clock: ClockCollector, text: m[2]}
 		}
@@ -187,8 +193,10 @@ func split(seg string) inner {
 			}
 		}
 	}
-	if loc := reRayRepeated.FindStringIndex(seg); loc != nil {
-		seg, in.repeated = seg[:loc[0]], true
+	if strings.Contains(seg, "across cluster]") {
+		if loc := reRayRepeated.FindStringIndex(seg); loc != nil {
+			seg, in.repeated = seg[:loc[0]], true
+		}
 	}
 	if i := headerStart(seg); i >= 0 {
 		if m := reHeader.FindStringSubmatch(seg[i:]); m != nil {

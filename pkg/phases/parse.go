@@ -153,7 +153,7 @@ func (p *Parser) segment(o outer, seg string) {
 	} else {
 		// Nothing on this line places it on the clock: its own process's last time does (never
 		// another rank's); facts (version, errors) are learnt either way.
-		t, ok = p.cl.at(proc, dom)
+		t, ok = p.cl.at(proc, dom, in.proc != "")
 	}
 	p.ev.observe(p, in, proc, dom, t, ok)
 }
