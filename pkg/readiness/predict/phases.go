@@ -1,21 +1,31 @@
 package predict
 
-import "warmd.io/warmd/pkg/phases"
+import (
+	"time"
+
+	"warmd.io/warmd/pkg/phases"
+)
 
 // FromRecord adapts one start recorded by pkg/phases on node to a Start. ok is false for starts that
 // did not become ready (they say nothing about time-to-ready). phases counts the image pull inside
 // its total when the pull was known; Start.Total excludes it, so it is taken out here.
 func FromRecord(node string, r phases.Record) (Start, bool) {
-	res := r.Result
+	return FromResult(node, r.GPUSKU, r.Model, r.Recorded, r.Result)
+}
+
+// FromResult adapts one parsed start (a log read outside the daemon, e.g. by the evaluation) to a
+// Start of model on node and sku; recorded stands in for the start time when the log's clock has no
+// date. An empty model takes the one vLLM printed.
+func FromResult(node, sku, model string, recorded time.Time, res phases.Result) (Start, bool) {
 	if res.Outcome != phases.OutcomeReady || res.TotalSeconds == nil {
 		return Start{}, false
 	}
 	st := Start{
-		Model: r.Model, Node: node, SKU: r.GPUSKU, At: res.StartedAt, CompileCache: CacheState(res.CompileCache),
+		Model: model, Node: node, SKU: sku, At: res.StartedAt, CompileCache: CacheState(res.CompileCache),
 		Phases: make(map[string]float64, len(res.Phases)), Total: *res.TotalSeconds,
 	}
 	if st.At.IsZero() {
-		st.At = r.Recorded
+		st.At = recorded
 	}
 	if st.Model == "" {
 		st.Model = res.Model

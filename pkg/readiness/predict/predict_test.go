@@ -305,6 +305,7 @@ func TestLeaveOneOut(t *testing.T) {
 	if ev.MedianAbsError*2 > ev.DefaultsMedianAbsError {
 		t.Errorf("history (%.1f s) does not halve the defaults' error (%.1f s)", ev.MedianAbsError, ev.DefaultsMedianAbsError)
 	}
+	docHas(t, ev.String())
 }
 
 func TestReadHistoryErrors(t *testing.T) {
