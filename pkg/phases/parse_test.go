@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -101,34 +100,7 @@ func TestParseFixtures(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			r := parseFile(t, tc.file)
 			w := tc.want
-			check := func(field, got, want string) {
-				if want != "" && got != want {
-					t.Errorf("%s = %q, want %q", field, got, want)
-				}
-			}
-			check("version", r.VLLMVersion, w.version)
-			check("engine", r.Engine, w.engine)
-			check("model", r.Model, w.model)
-			check("outcome", string(r.Outcome), string(w.outcome))
-			check("compile cache", string(r.CompileCache), string(w.cache))
-			check("cache hash", r.CompileCacheHash, w.hash)
-			check("clock", r.Clock, w.clock)
-			if w.tp != 0 && r.TensorParallelSize != w.tp {
-				t.Errorf("tp = %d, want %d", r.TensorParallelSize, w.tp)
-			}
-			if !strings.HasPrefix(r.Error, w.err) || (w.err == "") != (r.Error == "") {
-				t.Errorf("error = %q, want prefix %q", r.Error, w.err)
-			}
-			for _, name := range PhaseOrder {
-				got, ok := r.Phase(name)
-				exp, want := w.phases[name]
-				switch {
-				case ok != want:
-					t.Errorf("phase %s present=%v (%.3f), want present=%v", name, ok, got, want)
-				case ok && (got < exp-0.011 || got > exp+0.011):
-					t.Errorf("phase %s = %.3f s, want %.3f", name, got, exp)
-				}
-			}
+			checkResult(t, r, w, w.err)
 			b, err := r.MarshalJSON()
 			if err != nil {
 				t.Fatal(err)
