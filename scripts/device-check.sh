@@ -103,6 +103,14 @@ PY
 
 count_files() { find "$1" -type f 2>/dev/null | wc -l | tr -d ' '; }
 
+# new_tree DATA SKU: the empty SKU tree the daemon creates on a node it runs on (component dirs and
+# the tree's record dir, pkg/cache Layout.ensure): no CLI command creates one, and export and import
+# open an existing tree.
+new_tree() {
+	mkdir -p "$1/compile-cache/.bundles/$2" &&
+		for c in vllm inductor triton flashinfer; do mkdir -p "$1/compile-cache/$2/$c" || return 1; done
+}
+
 # list_tree TREE: "sha256  path" of the files warmd captures (pkg/cache skips lock, temp and log
 # files and tmp/, locks/, __pycache__/ dirs: a compiler rewrites those and they are never restored).
 list_tree() {
@@ -171,7 +179,7 @@ fi
 if [[ -n "$cache_only" ]]; then
 	build 0
 	data="$out/data" tree="$out/data/compile-cache/$cache_only"
-	mkdir -p "$tree"
+	new_tree "$data" "$cache_only" || finish error 2
 	pod_env "$data" "$tree" >"$out/env.txt" || finish error 2
 	while IFS='=' read -r name dir; do
 		mkdir -p "$dir/sub" "$dir/locks" && printf '%s\n' "$name" >"$dir/sub/file-$name.bin" &&
@@ -232,7 +240,7 @@ if ! timeout 60 "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_availab
 fi
 
 data="$out/data" tree="$out/data/compile-cache/$sku"
-mkdir -p "$tree"
+new_tree "$data" "$sku" || finish error 2
 pod_env "$data" "$tree" >"$out/env.txt" || finish error 2
 mapfile -t envs <"$out/env.txt"
 echo "cache env (warmd cache env, ${tree} as the pod's mount):"
