@@ -203,3 +203,47 @@ func TestAOTCompileCache(t *testing.T) {
 		})
 	}
 }
+
+// A pydantic ValidationError whose message runs over several lines (transformers' "does not recognize
+// this architecture", vLLM's invalid repository id): the first indented line says what is wrong, and
+// the "[type=…]" tail comes later. Line shapes from vllm-project/vllm#26161 and vllm-omni#2170
+// (testdata/real-issue-*-pydantic-*.log), message text from transformers and vLLM.
+func TestValidationErrorOverSeveralLines(t *testing.T) {
+	for name, tc := range map[string]struct {
+		detail []string
+		want   string
+	}{
+		"architecture": {[]string{
+			"  Value error, The checkpoint you are trying to load has model type `qwen3_next` but Transformers does not recognize this architecture. This could be because of an issue with the checkpoint, or because your version of Transformers is out of date.",
+			"",
+			"You can update Transformers with the command `pip install --upgrade transformers`. [type=value_error, input_value=ArgsKwargs((), {'model': ...rocessor_plugin': None}), input_type=ArgsKwargs]",
+		}, "The checkpoint you are trying to load has model type `qwen3_next` but Transformers does not recognize this architecture."},
+		"repository id": {[]string{
+			"  Value error, Invalid repository ID or local directory specified: 'Qwen/Qwen3-8B-Instrukt'.",
+			"Please verify the following requirements:",
+			"1. Provide a valid Hugging Face repository ID. [type=value_error, input_value=ArgsKwargs((), {'model': ...}), input_type=ArgsKwargs]",
+		}, "Invalid repository ID or local directory specified: 'Qwen/Qwen3-8B-Instrukt'."},
+		"field": {[]string{
+			"max_model_len",
+			"  Input should be a valid integer, unable to parse string as an integer [type=int_parsing, input_value='32k', input_type=str]",
+		}, "max_model_len: Input should be a valid integer, unable to parse string as an integer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			lines := []string{
+				"(APIServer pid=1) INFO 11-30 21:00:00 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-8B'}",
+				"(APIServer pid=1) Traceback (most recent call last):",
+				`(APIServer pid=1)   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1360, in create_model_config`,
+				"(APIServer pid=1)     return ModelConfig(",
+				"(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+			}
+			for _, d := range tc.detail {
+				lines = append(lines, "(APIServer pid=1) "+d)
+			}
+			lines = append(lines, "(APIServer pid=1)     For further information visit https://errors.pydantic.dev/2.12/v/value_error")
+			r := parseLines(t, lines)
+			if r.Outcome != OutcomeFailed || !strings.HasPrefix(r.Error, tc.want) || r.TensorParallelSize != 1 {
+				t.Errorf("outcome %s tp %d error %q, want failed, 1, %q", r.Outcome, r.TensorParallelSize, r.Error, tc.want)
+			}
+		})
+	}
+}

@@ -9,8 +9,10 @@ var (
 	reException = regexp.MustCompile(`^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)`)
 	// pydantic's header line ("1 validation error for ModelConfig") says only that validation failed;
 	// the indented line after it ("  Value error, <what is wrong> [type=value_error, …]") says why.
-	reValidation       = regexp.MustCompile(`ValidationError: \d+ validation errors? for `)
-	reValidationDetail = regexp.MustCompile(`^\s+(?:Value error, |Assertion failed, )?(.+?)\s+\[type=.*$`)
+	reValidation = regexp.MustCompile(`ValidationError: \d+ validation errors? for `)
+	// The detail is the first indented line; a long message continues on more lines, and its
+	// "[type=…, input_value=…]" tail (which quotes the args) may come at the end of any of them.
+	reValidationDetail = regexp.MustCompile(`^\s+(?:Value error, |Assertion failed, )?(.+?)(?:\s+\[type=.*)?$`)
 )
 
 // wrapperMarks are in exceptions that only point at another one: the root cause printed before them
@@ -71,7 +73,7 @@ func (f *failure) observe(in inner, proc string) bool {
 	msg := strings.TrimRight(in.msg, " ")
 	was := f.failed
 	if f.validation[proc] {
-		if m := reValidationDetail.FindStringSubmatch(msg); m != nil {
+		if m := reValidationDetail.FindStringSubmatch(msg); m != nil && strings.HasPrefix(msg, " ") {
 			setState(f.validation, proc, false)
 			if f.root == "" {
 				f.root = clip(strings.TrimPrefix(f.field+": ", ": ") + m[1])
