@@ -1,6 +1,9 @@
 package phases
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Clock domains. A line's time is read from the best clock the log has. With an outer clock (CRI,
 // kubectl, journald, collector, syslog) every line of one container carries the same clock, so one
@@ -10,7 +13,8 @@ import "time"
 //
 // Phases are measured only across domains that agree with the primary one (the API server's, which
 // decides when the server is ready): a domain whose lines arrive with times more than skewTolerance
-// out of step with the primary's is left out of the waterfall (its reported numbers still count).
+// out of step with the primary's is left out of the waterfall (its reported numbers still count),
+// and so is another container's that runs its own API server (a second start merged into the log).
 // A line without a time of its own (tqdm, uvicorn, tracebacks) takes the last time of its own process,
 // else of its own domain, never another domain's.
 
@@ -34,10 +38,11 @@ type clocks struct {
 	skewed   map[[2]string]bool // unordered pairs whose clocks disagree
 	primary  string             // the API server's domain, once seen
 	hasPrim  bool
+	api      map[string]bool // domains that printed API-server lines
 }
 
 func newClocks() clocks {
-	return clocks{procLast: map[string]time.Time{}, domLast: map[string]time.Time{}, skewed: map[[2]string]bool{}}
+	return clocks{procLast: map[string]time.Time{}, domLast: map[string]time.Time{}, skewed: map[[2]string]bool{}, api: map[string]bool{}}
 }
 
 // domainKey names a line's clock domain (see above). outerClock says whether times come from a wrapper.
@@ -92,6 +97,17 @@ func (c *clocks) markPrimary(dom string) {
 	if !c.hasPrim {
 		c.primary, c.hasPrim = dom, true
 	}
+	if len(c.api) < maxDomains {
+		c.api[source(dom)] = true
+	}
+}
+
+// source is the container part of a domain key (see domainKey).
+func source(dom string) string {
+	if i := strings.IndexByte(dom, '|'); i >= 0 {
+		return dom[:i]
+	}
+	return dom
 }
 
 // included returns the domains whose milestones make up the waterfall: the primary one (the API
@@ -107,7 +123,10 @@ func (c *clocks) included() map[string]bool {
 	}
 	out[prim] = true
 	for _, d := range c.order {
-		if !c.skewed[pair(prim, d)] {
+		// Another container with its own API server is another start (docker compose logs of two
+		// services), not a rank of this one.
+		other := source(d) != source(prim) && c.api[source(d)]
+		if !c.skewed[pair(prim, d)] && !other {
 			out[d] = true
 		}
 	}

@@ -247,3 +247,21 @@ func TestValidationErrorOverSeveralLines(t *testing.T) {
 		})
 	}
 }
+
+// `docker compose logs` of two vLLM services: each is its own start; the first one's API server
+// makes its container the start measured, the other's lines do not move its milestones.
+func TestComposeTwoServices(t *testing.T) {
+	a := texts(rankLog("(EngineCore_DP1 pid=21) ", 0), func(l rankLine) string { return "vllm-a  | " + l.text })
+	// b starts 3 s later on the same clock: not a skew, a second start
+	b := texts(rankLog("(EngineCore_DP1 pid=21) ", 0), func(l rankLine) string {
+		t := strings.Replace(l.text, l.at.Format("01-02 15:04:05"), l.at.Add(3*time.Second).Format("01-02 15:04:05"), 1)
+		return "vllm-b  | " + t
+	})
+	var lines []string
+	for i := range a {
+		lines = append(lines, a[i], b[i])
+	}
+	r := parseLines(t, lines)
+	checkResult(t, r, want{version: "0.11.0", tp: 1, outcome: OutcomeReady, cache: CacheMiss, clock: ClockVLLM,
+		phases: map[string]float64{PhaseImports: 10, PhaseEngineStart: 5, PhaseWeightLoad: 17, PhaseTorchCompile: 55, PhaseKVCacheAndWarmup: 5, PhaseGraphCapture: 11, PhaseServerUp: 2, PhaseTotal: 105}}, "")
+}
