@@ -5,7 +5,7 @@ export GOFLAGS := -buildvcs=false
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X warmd.io/warmd/pkg/version.Version=$(VERSION)
 
-.PHONY: all build test test-unit testbin testenv demo bench bench-weights bench-images bench-cache bench-extender lint soak e2e clean
+.PHONY: all build test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender lint soak e2e clean
 
 all: build
 
@@ -21,6 +21,15 @@ testbin:
 testenv:
 	@bin=$$(scripts/testbin.sh | tail -1) && scripts/testenv/up.sh "$$bin" "$(CURDIR)/testenv.env" && \
 	  echo "source $(CURDIR)/testenv.env   # stop with: scripts/testenv/down.sh $(CURDIR)/testenv.env"
+
+## cluster-up: start the one-node cluster (kubelet, scheduler, controller-manager, API server) and leave it running
+cluster-up:
+	@bin=$$(scripts/testbin.sh debian containerd versitygw kube cluster | tail -1) && scripts/cluster/up.sh "$$bin" "$(CURDIR)/cluster.env" && \
+	  echo "source $(CURDIR)/cluster.env; export KUBECONFIG=\$$WARMD_CLUSTER_KUBECONFIG   # stop with: scripts/cluster/down.sh $(CURDIR)/cluster.env"
+
+## cluster-e2e: only the cluster e2e (warmd as a pod on a real one-node cluster; make test runs it too)
+cluster-e2e:
+	scripts/cluster/e2e.sh
 
 ## test: build the services, start them, run every test with the race detector, stop them
 test:

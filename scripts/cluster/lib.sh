@@ -44,12 +44,19 @@ stop() {
   return 0
 }
 
-# wait_for <what> <seconds> <cmd...>: poll (every 0.2 s) until cmd succeeds; on timeout print the log.
+# wait_for <what> <seconds> <cmd...>: poll (every 0.2 s) until cmd succeeds; on timeout, or at once when
+# the daemon <what> has exited, print the end of its log.
 wait_for() {
-  local what=$1 secs=$2 i
+  local what=$1 secs=$2 end=$((SECONDS + $2)) p
   shift 2
-  for ((i = 0; i < secs * 5; i++)); do
+  p=$(pid_of "$what")
+  while ((SECONDS < end)); do
     "$@" >/dev/null 2>&1 && return 0
+    if [ -n "$p" ] && ! alive "$p"; then
+      log "$what exited; the end of its log:"
+      tail -n 40 "$WARMD_CLUSTER_DIR/logs/$what.log" >&2 2>/dev/null || true
+      return 1
+    fi
     sleep 0.2
   done
   log "$what did not come up in ${secs}s; the end of its log:"
@@ -57,7 +64,8 @@ wait_for() {
   return 1
 }
 
-# kubectl-free API reads: curl with the admin client cert against the API server's IP.
+# api <path>: kubectl-free API reads with the admin client cert (the API server pretty-prints JSON for
+# curl; pipe through `tr -d ' \n'` before matching).
 api() {
   curl -sf --max-time 5 --cacert "$WARMD_CLUSTER_DIR/pki/ca.crt" --cert "$WARMD_CLUSTER_DIR/pki/admin.crt" \
     --key "$WARMD_CLUSTER_DIR/pki/admin.key" "https://$WARMD_CLUSTER_NODE_IP:443$1"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # restart.sh restarts one daemon of a running cluster (up.sh), as an operator would after changing its
 # config: the e2e restarts the kubelet with lowered image GC thresholds and the scheduler with warmd's
-# KubeSchedulerConfiguration.
+# KubeSchedulerConfiguration. Pods keep running across a kubelet restart.
 # Usage: restart.sh <envfile> kubelet            (WARMD_CLUSTER_IMAGE_GC_HIGH/_LOW set the thresholds)
 #        restart.sh <envfile> kube-scheduler [config]   (a config path inside the node; default: up.sh's)
 set -euo pipefail

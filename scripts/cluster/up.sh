@@ -308,7 +308,7 @@ staticPodPath: ""
 YAML
 start_kubelet
 
-wait_node_ready() { api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | grep -q '"type":"Ready","status":"True"'; }
+wait_node_ready() { api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 wait_for kubelet 120 wait_node_ready
 wait_for kube-controller-manager 60 api /api/v1/namespaces/default/serviceaccounts/default
 t1=$(date +%s.%N)
@@ -323,7 +323,7 @@ rss() { # total RSS (MiB) of the recorded daemons
   echo $((kb / 1024))
 }
 ver() { "$bin/$1" --version 2>&1 | head -1; }
-kv=$(api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | sed -n 's/.*"kubeletVersion":"\([^"]*\)".*/\1/p')
+kv=$(api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | sed -n 's/.*"kubeletVersion":"\([^"]*\)".*/\1/p')
 log "kube-apiserver $(ver kube-apiserver | awk '{print $2}'), etcd $("$bin/etcd" --version | awk '/etcd Version/ {print $3}'), kube-controller-manager $(ver kube-controller-manager | awk '{print $2}'), kube-scheduler $(ver kube-scheduler | awk '{print $2}'), kubelet $(ver kubelet | awk '{print $2}') (Node reports $kv), containerd $(in_ns "$bin/ctr" --address /run/containerd/containerd.sock version | awk '/Server:/ {s=1} s && /Version:/ {print $2; exit}'), runc $(/usr/sbin/runc --version | awk 'NR==1 {print $3}'), CNI plugins $(/usr/lib/cni/bridge --version 2>&1 | awk '{print $NF; exit}')"
 log "node $WARMD_CLUSTER_NODE ($nodeip) Ready with taint warmd.io/cold:NoSchedule in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')s; daemons' RSS $(rss) MiB"
 

@@ -135,6 +135,7 @@ var nodeMounts = []struct{ node, host string }{
 
 // HostPath maps a path on the node under /var/lib/warmd, /var/lib/kubelet or /var/log/pods to where
 // the test process sees it; other paths are not visible outside the node (use InNode) and map to "".
+// Mounts the kubelet makes inside the node (a pod's projected-token tmpfs) are not visible either.
 func (c *Cluster) HostPath(nodePath string) string {
 	for _, m := range nodeMounts {
 		if nodePath == m.node || strings.HasPrefix(nodePath, m.node+"/") {

@@ -1,0 +1,252 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"warmd.io/warmd/internal/testenv/cluster"
+)
+
+// extenderURL is what the shipped scheduler configs name; the test changes only this (the node has no
+// cluster DNS and no kube-proxy, so the scheduler reaches an extender pod by its IP).
+var extenderURL = regexp.MustCompile(`urlPrefix: *\S+`)
+
+// shippedSchedulerConfigs returns every KubeSchedulerConfiguration manifests/extender/ ships (in its
+// ConfigMaps), keyed by ConfigMap name.
+func shippedSchedulerConfigs(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, o := range kustomizeFiles(t, "../../manifests/extender") {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+		for _, v := range data {
+			if strings.Contains(v, "kind: KubeSchedulerConfiguration") {
+				out[o.GetName()] = v
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("manifests/extender/ ships no KubeSchedulerConfiguration")
+	}
+	return out
+}
+
+// extenderReady waits for the extender pods and remembers one's IP.
+func (e *e2e) extenderReady(ctx context.Context, t *testing.T) {
+	pods, err := waitPodsReady(ctx, e.c, ns, "app.kubernetes.io/name=warmd-extender", 1, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("extender: %v", err)
+	}
+	e.extenderIP = pods[0].Status.PodIP
+	// The Service selects them (the scheduler would use its name where cluster DNS resolves).
+	err = cluster.Eventually(ctx, 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ep, err := e.c.Client.CoreV1().Endpoints(ns).Get(ctx, "warmd-extender", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range ep.Subsets {
+			if len(s.Addresses) > 0 {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("Service warmd-extender has no ready endpoints")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("extender pods Ready (%d); the scheduler will call http://%s:8888", len(pods), e.extenderIP)
+}
+
+// mainScheduler restarts the node's kube-scheduler with the shipped self-managed config (only the
+// extender URL changed), as an operator following manifests/extender/scheduler-config.yaml would.
+func (e *e2e) mainScheduler(ctx context.Context, t *testing.T) {
+	e.extenderReady(ctx, t)
+	cfgs := shippedSchedulerConfigs(t)
+	name, cfg := pickConfig(cfgs, "default-scheduler")
+	cfg = extenderURL.ReplaceAllString(cfg, fmt.Sprintf("urlPrefix: http://%s:8888", e.extenderIP))
+	path := "/etc/kubernetes/warmd-scheduler/config.yaml"
+	if err := e.c.WriteNodeFile(ctx, path, []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.RestartScheduler(ctx, path); err != nil {
+		t.Fatalf("kube-scheduler with ConfigMap %s's config.yaml: %v\n%s", name, err, tail(e.c.Log("kube-scheduler"), 20))
+	}
+	e.extenderCalls = e.extenderRequests(ctx, t)
+	t.Logf("kube-scheduler runs ConfigMap %s's config (extender at %s)", name, e.extenderIP)
+}
+
+// pickConfig prefers the config whose profiles include schedulerName want.
+func pickConfig(cfgs map[string]string, want string) (string, string) {
+	var name, cfg string
+	for n, c := range cfgs {
+		if name == "" || strings.Contains(c, "schedulerName: "+want) {
+			name, cfg = n, c
+		}
+	}
+	return name, cfg
+}
+
+// extenderRequests sums warmd_extender_requests_total{result="ok"} over the extender pods.
+func (e *e2e) extenderRequests(ctx context.Context, t *testing.T) float64 {
+	t.Helper()
+	l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, p := range l.Items {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		code, body, err := httpGetInNode(ctx, e.c, "http://"+p.Status.PodIP+":8888/metrics")
+		if err != nil || code != 200 {
+			t.Fatalf("extender %s /metrics: %d %v", p.Name, code, err)
+		}
+		v, _ := metricSum(body, "warmd_extender_requests_total", `result="ok"`)
+		sum += v
+	}
+	return sum
+}
+
+// assertExtenderCalled checks the extender answered the scheduler since the last look.
+func (e *e2e) assertExtenderCalled(ctx context.Context, t *testing.T, what string) {
+	t.Helper()
+	now := e.extenderRequests(ctx, t)
+	if now <= e.extenderCalls {
+		t.Errorf("the scheduler placed %s without asking the extender (warmd_extender_requests_total{result=\"ok\"} %v, was %v)", what, now, e.extenderCalls)
+	} else {
+		t.Logf("the extender answered %v scheduler requests for %s", now-e.extenderCalls, what)
+	}
+	e.extenderCalls = now
+}
+
+// secondScheduler deploys the shipped second-scheduler route (a kube-scheduler Deployment running the
+// shipped ConfigMap) with only the image (ours: registry.k8s.io is unreachable here) and the extender URL
+// changed, and schedules a pod that names it.
+func (e *e2e) secondScheduler(ctx context.Context, t *testing.T) {
+	var deploys []*unstructured.Unstructured
+	objs := kustomizeFiles(t, "../../manifests/extender")
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		b, _ := yaml.Marshal(o.Object)
+		if strings.Contains(string(b), "kube-scheduler") {
+			deploys = append(deploys, o)
+		}
+	}
+	if len(deploys) == 0 {
+		t.Fatal("manifests/extender/ ships no kube-scheduler Deployment for the second-scheduler route")
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+			for k, v := range data {
+				data[k] = extenderURL.ReplaceAllString(v, fmt.Sprintf("urlPrefix: http://%s:8888", e.extenderIP))
+			}
+			unstructured.SetNestedStringMap(o.Object, data, "data")
+		}
+		if o.GetKind() == "Deployment" && strings.Contains(o.GetName(), "scheduler") {
+			setContainer(t, o, e.w.schedulerImage, nil)
+		}
+		if err := e.a.apply(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel := deploys[0].GetLabels()["app.kubernetes.io/name"]
+	if _, err := waitPodsReady(ctx, e.c, deploys[0].GetNamespace(), "app.kubernetes.io/name="+sel, 1, 2*time.Minute); err != nil {
+		t.Fatalf("second scheduler %s: %v", deploys[0].GetName(), err)
+	}
+	d := e.vllmDeployment(t)
+	d.Name, d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = "vllm-second-scheduler", "vllm-second-scheduler"
+	d.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": "vllm-second-scheduler"}
+	d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
+	if _, err := e.c.Client.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := waitPodsReady(ctx, e.c, vllmNS, "app.kubernetes.io/name=vllm-second-scheduler", 1, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("pod for warmd-scheduler: %v", err)
+	}
+	ev, _ := events(ctx, e.c, vllmNS, "Pod", pods[0].Name)
+	for _, x := range ev {
+		if x.Reason == "Scheduled" {
+			t.Logf("event Scheduled by %s: %s", x.ReportingController+x.Source.Component, x.Message)
+		}
+	}
+	e.assertExtenderCalled(ctx, t, "the warmd-scheduler pod")
+}
+
+// imageGC checks that the kubelet's image GC, its thresholds lowered so it must free space at every pass
+// (newWorld restarted it with high 1%, low 0%), removes the image nobody pinned (pulled before that
+// restart) while warmd's pinned images stay. The kubelet runs the GC 5 minutes apart, so this waits for
+// the pass 5 minutes after that restart.
+func (e *e2e) imageGC(ctx context.Context, t *testing.T) {
+	cfg, err := e.kubeletConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ImageGCHighThresholdPercent > 1 {
+		t.Fatalf("the kubelet's imageGCHighThresholdPercent is %d, not the 1 it was restarted with", cfg.ImageGCHighThresholdPercent)
+	}
+	start := time.Now()
+	err = cluster.Eventually(ctx, time.Until(e.w.gcFrom.Add(6*time.Minute)), 2*time.Second, func(ctx context.Context) (bool, error) {
+		out, err := e.c.Ctr(ctx, "images", "ls", "-q")
+		if err != nil {
+			return false, err
+		}
+		return !strings.Contains(string(out), e.w.unpinnedImage), fmt.Errorf("%s still present", e.w.unpinnedImage)
+	})
+	for _, l := range strings.Split(e.c.Log("kubelet"), "\n") {
+		if strings.Contains(l, "image filesystem is over the high threshold") || strings.Contains(l, "Removing image to free bytes") ||
+			strings.Contains(l, "Image garbage collection") {
+			t.Logf("kubelet: %s", l[strings.Index(l, "]")+1:])
+		}
+	}
+	if err != nil {
+		t.Fatalf("the kubelet's image GC (high %d%%, low %d%%) never removed %s: %v", cfg.ImageGCHighThresholdPercent, cfg.ImageGCLowThresholdPercent, e.w.unpinnedImage, err)
+	}
+	t.Logf("image GC removed %s %s after the kubelet restart (this step waited %s)", e.w.unpinnedImage,
+		time.Since(e.w.gcFrom).Round(time.Second), time.Since(start).Round(time.Second))
+	out, err := e.c.Ctr(ctx, "images", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{e.w.vllmImage, e.w.extraImage} {
+		if !pinned(string(out), ref) {
+			t.Errorf("image GC took warmd's pinned %s (or it lost its pin):\n%s", ref, out)
+		}
+	}
+}
+
+// kubeletConfig reads the running kubelet's configuration through the API server (/configz).
+func (e *e2e) kubeletConfig(ctx context.Context) (*kubeletConfigz, error) {
+	raw, err := e.c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.c.Node, "proxy", "configz").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet /configz: %w", err)
+	}
+	var z struct {
+		KubeletConfig kubeletConfigz `json:"kubeletconfig"`
+	}
+	if err := json.Unmarshal(raw, &z); err != nil {
+		return nil, fmt.Errorf("kubelet /configz: %w", err)
+	}
+	return &z.KubeletConfig, nil
+}
+
+// kubeletConfigz is the part of KubeletConfiguration the e2e reads.
+type kubeletConfigz struct {
+	ImageGCHighThresholdPercent int `json:"imageGCHighThresholdPercent"`
+	ImageGCLowThresholdPercent  int `json:"imageGCLowThresholdPercent"`
+}
