@@ -126,8 +126,9 @@ build() {
     for f in $("files_$1"); do
       [ -e "$tmp/$f" ] || { log "$1: $f was not built"; rm -rf "$tmp"; return 1; }
     done
-    rm -rf "$part"
-    mv "$tmp" "$part" # one rename: the dir is whole or absent
+    rm -rf "$part" # an incomplete one (its files were checked above)
+    # One rename: the dir is whole or absent. If a concurrent run published it first, keep that one.
+    mv -T "$tmp" "$part" 2>/dev/null || rm -rf "$tmp"
     log "$1 built in $(($(date +%s) - start))s"
   fi
   echo "$part"

@@ -2,21 +2,29 @@
 # e2e.sh is `make cluster-e2e` (and the last step of `make test`): it builds what the one-node cluster
 # needs (scripts/testbin.sh), starts it (up.sh), builds warmd's image and pushes it to the node's registry
 # (`make image IMAGE=...`), runs the cluster e2e (test/cluster) and tears the cluster down (down.sh),
-# whatever the outcome. Extra arguments go to `go test` (e.g. -race, -run).
+# whatever the outcome.
+# Usage: e2e.sh [--node-only] [go test flags...]
+#   --node-only  only TestNodeRunsPods (the cluster itself, no warmd image needed)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 start=$(date +%s)
+only=()
+if [ "${1:-}" = --node-only ]; then
+  only=(-run '^TestNodeRunsPods$')
+  shift
+fi
 bin=$(scripts/testbin.sh debian containerd versitygw kube cluster | tail -1)
 envfile=$(mktemp /tmp/warmd-cluster.XXXXXX)
 trap 'scripts/cluster/down.sh "$envfile"' EXIT
 scripts/cluster/up.sh "$bin" "$envfile"
 # shellcheck disable=SC1090
 . "$envfile"
-image=$WARMD_CLUSTER_REGISTRY/warmd/warmd:e2e
-if [ -z "${WARMD_CLUSTER_IMAGE:-}" ]; then
+if [ ${#only[@]} = 0 ] && [ -z "${WARMD_CLUSTER_IMAGE:-}" ]; then
+  image=$WARMD_CLUSTER_REGISTRY/warmd/warmd:e2e
   make --no-print-directory image IMAGE="$image"
   export WARMD_CLUSTER_IMAGE=$image
 fi
 export WARMD_CLUSTER_ENV=$envfile
-go test -count=1 -v -timeout 15m "$@" ./test/cluster/
-echo "cluster e2e: $(($(date +%s) - start))s (cluster start ${WARMD_CLUSTER_STARTED_S}s)"
+t=$(date +%s)
+go test -count=1 -v -timeout 15m "${only[@]}" "$@" ./test/cluster/
+echo "cluster e2e: $(($(date +%s) - t))s of tests, $(($(date +%s) - start))s in all (cluster Ready in ${WARMD_CLUSTER_STARTED_S}s)"

@@ -223,7 +223,7 @@ in_ns tee /etc/cni/net.d/10-warmd-test.conflist >/dev/null <<JSON
 JSON
 start containerd env PATH="$bin:/usr/sbin:/usr/bin:/sbin:/bin" "$bin/containerd" --config "$dir/containerd/config.toml"
 wait_for containerd 30 in_ns "$bin/ctr" --address /run/containerd/containerd.sock version
-in_ns "$bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --no-unpack "$bin/pause.tar" >/dev/null
+in_ns "$bin/ctr" --address /run/containerd/containerd.sock -n k8s.io images import --no-unpack "$bin/pause.tar" >>"$dir/logs/ctr.log" 2>&1
 
 # --- registry and S3 inside the namespace, on the node IP ---
 cat >"$dir/registry.yml" <<YML
@@ -310,6 +310,8 @@ start_kubelet
 
 wait_node_ready() { api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 wait_for kubelet 120 wait_node_ready
+api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '"taints":\[{"key":"warmd.io/cold","effect":"NoSchedule"}\]' ||
+  { log "Node $WARMD_CLUSTER_NODE registered without the startup taint warmd.io/cold:NoSchedule"; exit 1; }
 wait_for kube-controller-manager 60 api /api/v1/namespaces/default/serviceaccounts/default
 t1=$(date +%s.%N)
 
@@ -324,7 +326,7 @@ rss() { # total RSS (MiB) of the recorded daemons
 }
 ver() { "$bin/$1" --version 2>&1 | head -1; }
 kv=$(api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | sed -n 's/.*"kubeletVersion":"\([^"]*\)".*/\1/p')
-log "kube-apiserver $(ver kube-apiserver | awk '{print $2}'), etcd $("$bin/etcd" --version | awk '/etcd Version/ {print $3}'), kube-controller-manager $(ver kube-controller-manager | awk '{print $2}'), kube-scheduler $(ver kube-scheduler | awk '{print $2}'), kubelet $(ver kubelet | awk '{print $2}') (Node reports $kv), containerd $(in_ns "$bin/ctr" --address /run/containerd/containerd.sock version | awk '/Server:/ {s=1} s && /Version:/ {print $2; exit}'), runc $(/usr/sbin/runc --version | awk 'NR==1 {print $3}'), CNI plugins $(/usr/lib/cni/bridge --version 2>&1 | awk '{print $NF; exit}')"
+log "kube-apiserver $(ver kube-apiserver | awk '{print $2}'), etcd $("$bin/etcd" --version | awk '/etcd Version/ {print $3}'), kube-controller-manager $(ver kube-controller-manager | awk '{print $2}'), kube-scheduler $(ver kube-scheduler | awk '{print $2}'), kubelet $(ver kubelet | awk '{print $2}') (Node reports $kv), containerd $(in_ns "$bin/ctr" --address /run/containerd/containerd.sock version | awk '/Server:/ {s=1} s && /Version:/ {print $2; exit}'), runc $(/usr/sbin/runc --version | awk 'NR==1 {print $3}'), CNI plugins $(dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null || echo unknown)"
 log "node $WARMD_CLUSTER_NODE ($nodeip) Ready with taint warmd.io/cold:NoSchedule in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')s; daemons' RSS $(rss) MiB"
 
 cat >>"$state" <<ENV

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/internal/testenv/cluster"
@@ -66,21 +67,8 @@ func newWorld(t *testing.T, c *cluster.Cluster) *world {
 		unpinnedImage:  c.Registry + "/e2e/unpinned:v1",
 		schedulerImage: c.Registry + "/e2e/kube-scheduler:v1.37.2",
 	}
-	tmp := t.TempDir()
-	standin := filepath.Join(tmp, "standin")
-	build := exec.Command("go", "build", "-o", standin, "./standin")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the vLLM stand-in: %v\n%s", err, out)
-	}
-	logData, err := os.ReadFile(replayedLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binData, err := os.ReadFile(standin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logData := readFile(t, replayedLog)
+	binData := buildStandin(t)
 	// Four layers, as a real image has several: the server, the recorded log, and two of "libraries".
 	rng := rand.New(rand.NewPCG(1, 2))
 	layers := [][]tarFile{
@@ -122,6 +110,26 @@ func newWorld(t *testing.T, c *cluster.Cluster) *world {
 	}
 	return w
 }
+
+// buildStandin compiles test/cluster/standin statically (the images have no libc) and returns it.
+func buildStandin(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "standin")
+	build := exec.Command("go", "build", "-o", out, "./standin")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the vLLM stand-in: %v\n%s", err, b)
+	}
+	return readFile(t, out)
+}
+
+// sha256Line is one sha256sum line for data named name.
+func sha256Line(data []byte, name string) string {
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:]) + "  " + name + "\n"
+}
+
+func intOrString(port int) intstr.IntOrString { return intstr.FromInt32(int32(port)) }
 
 type tarFile struct {
 	name string
@@ -200,8 +208,7 @@ func newModel(t *testing.T, modelName, revision, bucket, prefix string, spec fix
 	var sums strings.Builder
 	var size int64
 	for _, n := range names {
-		h := sha256.Sum256(m.Files[n])
-		fmt.Fprintf(&sums, "%s  %s\n", hex.EncodeToString(h[:]), n)
+		sums.WriteString(sha256Line(m.Files[n], n))
 		size += int64(len(m.Files[n]))
 	}
 	return model{name: modelName, revision: revision, bucket: bucket, prefix: prefix, sums: sums.String(), size: size, files: m}
