@@ -310,7 +310,7 @@ start_kubelet
 
 wait_node_ready() { api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '"type":"Ready","status":"True"'; }
 wait_for kubelet 120 wait_node_ready
-api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '"taints":\[{"key":"warmd.io/cold","effect":"NoSchedule"}\]' ||
+api "/api/v1/nodes/$WARMD_CLUSTER_NODE" | tr -d ' \n' | grep -q '{"key":"warmd.io/cold","effect":"NoSchedule"}' ||
   { log "Node $WARMD_CLUSTER_NODE registered without the startup taint warmd.io/cold:NoSchedule"; exit 1; }
 wait_for kube-controller-manager 60 api /api/v1/namespaces/default/serviceaccounts/default
 t1=$(date +%s.%N)
