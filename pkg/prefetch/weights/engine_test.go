@@ -70,8 +70,8 @@ func TestLayoutErrors(t *testing.T) {
 		{"truncated safetensors", func(m fakeModel) {
 			b := m["model-00001-of-00002.safetensors"]
 			m["model-00001-of-00002.safetensors"] = b[:len(b)-100]
-		}, "outside the"},
-		{"garbage safetensors", func(m fakeModel) { m["model-00001-of-00002.safetensors"] = []byte("not a safetensors file") }, "does not fit"},
+		}, "MetadataIncompleteBuffer"},
+		{"garbage safetensors", func(m fakeModel) { m["model-00001-of-00002.safetensors"] = []byte("not a safetensors file") }, "HeaderTooLarge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := t.TempDir()
