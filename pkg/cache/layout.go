@@ -130,6 +130,9 @@ func (l Layout) open(create bool, log *slog.Logger) (*roots, error) {
 	}
 	if r.tree, err = subExisting(r.base, sku); err == nil {
 		r.recs, err = subExisting(r.base, recs)
+		if !create && errors.Is(err, fs.ErrNotExist) {
+			err = nil // a tree no daemon ever recorded bundles of: nothing to list, still exportable
+		}
 	}
 	if err != nil {
 		r.close()

@@ -79,6 +79,9 @@ func (m *Manager) saveRecord(r *Record) error {
 
 // loadRecords reads every record of this SKU; unreadable ones are reported and skipped.
 func (m *Manager) loadRecords() error {
+	if m.r.recs == nil {
+		return nil // read-only, and no records dir yet
+	}
 	ents, err := m.r.recs.ReadDir(fsroot.Path{})
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read bundle records: %w", err)

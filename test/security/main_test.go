@@ -14,7 +14,10 @@
 //
 // Files: main_test.go builds warmd once; harness_test.go is the World/Daemon harness the other files
 // use; keys_test.go covers object keys and file:// sources as paths (class 1), checksum manifests
-// quoting content (class 5, weights) and file:// symlinks (class 9, sources).
+// quoting content (class 5, weights) and file:// symlinks (class 9, sources); cache_test.go and
+// bundle_test.go (with cache_harness_test.go) cover compile caches: pod-planted links and races
+// (class 2), materialised sizes (3), entry digests (4), bucket text (5) and CLI writers beside the
+// daemon (9).
 package security
 
 import (
