@@ -22,7 +22,7 @@ import (
 func monitoringObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
-	for _, dir := range []string{"../../manifests/monitoring", "../../manifests/extender/keda"} {
+	for _, dir := range []string{"../../manifests/monitoring", "../../manifests/extender/monitoring", "../../manifests/extender/keda"} {
 		if _, err := os.Stat(filepath.Join(dir, "kustomization.yaml")); err != nil {
 			continue
 		}

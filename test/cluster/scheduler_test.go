@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"warmd.io/warmd/internal/testenv/cluster"
 )
@@ -19,28 +18,6 @@ import (
 // extenderURL is what the shipped scheduler configs name; the test changes only this (the node has no
 // cluster DNS and no kube-proxy, so the scheduler reaches an extender pod by its IP).
 var extenderURL = regexp.MustCompile(`urlPrefix: *\S+`)
-
-// shippedSchedulerConfigs returns every KubeSchedulerConfiguration manifests/extender/ ships (in its
-// ConfigMaps), keyed by ConfigMap name.
-func shippedSchedulerConfigs(t *testing.T) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, o := range kustomizeFiles(t, "../../manifests/extender") {
-		if o.GetKind() != "ConfigMap" {
-			continue
-		}
-		data, _, _ := unstructured.NestedStringMap(o.Object, "data")
-		for _, v := range data {
-			if strings.Contains(v, "kind: KubeSchedulerConfiguration") {
-				out[o.GetName()] = v
-			}
-		}
-	}
-	if len(out) == 0 {
-		t.Fatal("manifests/extender/ ships no KubeSchedulerConfiguration")
-	}
-	return out
-}
 
 // extenderReady waits for the extender pods and remembers one's IP.
 func (e *e2e) extenderReady(ctx context.Context, t *testing.T) {
@@ -68,33 +45,26 @@ func (e *e2e) extenderReady(ctx context.Context, t *testing.T) {
 	t.Logf("extender pods Ready (%d); the scheduler will call http://%s:8888", len(pods), e.extenderIP)
 }
 
-// mainScheduler restarts the node's kube-scheduler with the shipped self-managed config (only the
-// extender URL changed), as an operator following manifests/extender/scheduler-config.yaml would.
+// mainSchedulerConfig is route 2 of manifests/extender/: the main kube-scheduler's config file, and
+// where its comments say to put it on the control-plane node.
+const (
+	mainSchedulerConfig = "../../manifests/extender/main-scheduler/kube-scheduler-config.yaml"
+	mainSchedulerPath   = "/etc/kubernetes/warmd-kube-scheduler-config.yaml"
+)
+
+// mainScheduler restarts the node's kube-scheduler with the shipped main-scheduler config (only the
+// extender URL changed), as an operator of a self-managed control plane would.
 func (e *e2e) mainScheduler(ctx context.Context, t *testing.T) {
 	e.extenderReady(ctx, t)
-	cfgs := shippedSchedulerConfigs(t)
-	name, cfg := pickConfig(cfgs, "default-scheduler")
-	cfg = extenderURL.ReplaceAllString(cfg, fmt.Sprintf("urlPrefix: http://%s:8888", e.extenderIP))
-	path := "/etc/kubernetes/warmd-scheduler/config.yaml"
-	if err := e.c.WriteNodeFile(ctx, path, []byte(cfg)); err != nil {
+	cfg := extenderURL.ReplaceAllString(string(readFile(t, mainSchedulerConfig)), fmt.Sprintf("urlPrefix: http://%s:8888", e.extenderIP))
+	if err := e.c.WriteNodeFile(ctx, mainSchedulerPath, []byte(cfg)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.RestartScheduler(ctx, path); err != nil {
-		t.Fatalf("kube-scheduler with ConfigMap %s's config.yaml: %v\n%s", name, err, tail(e.c.Log("kube-scheduler"), 20))
+	if err := e.c.RestartScheduler(ctx, mainSchedulerPath); err != nil {
+		t.Fatalf("kube-scheduler --config %s: %v", mainSchedulerConfig, err)
 	}
 	e.extenderCalls = e.extenderRequests(ctx, t)
-	t.Logf("kube-scheduler runs ConfigMap %s's config (extender at %s)", name, e.extenderIP)
-}
-
-// pickConfig prefers the config whose profiles include schedulerName want.
-func pickConfig(cfgs map[string]string, want string) (string, string) {
-	var name, cfg string
-	for n, c := range cfgs {
-		if name == "" || strings.Contains(c, "schedulerName: "+want) {
-			name, cfg = n, c
-		}
-	}
-	return name, cfg
+	t.Logf("kube-scheduler runs %s (extender at %s)", mainSchedulerConfig, e.extenderIP)
 }
 
 // extenderRequests sums warmd_extender_requests_total{result="ok"} over the extender pods.
@@ -131,47 +101,45 @@ func (e *e2e) assertExtenderCalled(ctx context.Context, t *testing.T, what strin
 	e.extenderCalls = now
 }
 
-// secondScheduler deploys the shipped second-scheduler route (a kube-scheduler Deployment running the
-// shipped ConfigMap) with only the image (ours: registry.k8s.io is unreachable here) and the extender URL
-// changed, and schedules a pod that names it.
+// secondScheduler switches to route 1 of manifests/extender/: the main scheduler back to its plain
+// config (two schedulers serving one profile would race), then the shipped second kube-scheduler
+// (second-scheduler/) with only its image (ours: registry.k8s.io is unreachable here) and the extender
+// URL changed, and a vLLM pod that names it.
 func (e *e2e) secondScheduler(ctx context.Context, t *testing.T) {
-	var deploys []*unstructured.Unstructured
-	objs := kustomizeFiles(t, "../../manifests/extender")
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" {
-			continue
-		}
-		b, _ := yaml.Marshal(o.Object)
-		if strings.Contains(string(b), "kube-scheduler") {
-			deploys = append(deploys, o)
-		}
+	if err := e.c.RestartScheduler(ctx, ""); err != nil {
+		t.Fatal(err)
 	}
-	if len(deploys) == 0 {
-		t.Fatal("manifests/extender/ ships no kube-scheduler Deployment for the second-scheduler route")
-	}
-	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" {
+	var deploy *unstructured.Unstructured
+	for _, o := range kustomizeFiles(t, "../../manifests/extender/second-scheduler") {
+		switch o.GetKind() {
+		case "ConfigMap":
 			data, _, _ := unstructured.NestedStringMap(o.Object, "data")
 			for k, v := range data {
 				data[k] = extenderURL.ReplaceAllString(v, fmt.Sprintf("urlPrefix: http://%s:8888", e.extenderIP))
 			}
 			unstructured.SetNestedStringMap(o.Object, data, "data")
-		}
-		if o.GetKind() == "Deployment" && strings.Contains(o.GetName(), "scheduler") {
+		case "Deployment":
 			setContainer(t, o, e.w.schedulerImage, nil)
+			deploy = o
 		}
 		if err := e.a.apply(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sel := deploys[0].GetLabels()["app.kubernetes.io/name"]
-	if _, err := waitPodsReady(ctx, e.c, deploys[0].GetNamespace(), "app.kubernetes.io/name="+sel, 1, 2*time.Minute); err != nil {
-		t.Fatalf("second scheduler %s: %v", deploys[0].GetName(), err)
+	if deploy == nil {
+		t.Fatal("manifests/extender/second-scheduler/ ships no kube-scheduler Deployment")
+	}
+	sel := "app.kubernetes.io/name=" + deploy.GetLabels()["app.kubernetes.io/name"]
+	if _, err := waitPodsReady(ctx, e.c, deploy.GetNamespace(), sel, 1, 2*time.Minute); err != nil {
+		t.Fatalf("second scheduler %s: %v", deploy.GetName(), err)
 	}
 	d := e.vllmDeployment(t)
+	if d.Spec.Template.Spec.SchedulerName != "warmd-scheduler" {
+		t.Errorf("the example Deployment's schedulerName is %q, not the second scheduler's warmd-scheduler", d.Spec.Template.Spec.SchedulerName)
+		d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
+	}
 	d.Name, d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = "vllm-second-scheduler", "vllm-second-scheduler"
 	d.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": "vllm-second-scheduler"}
-	d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
 	if _, err := e.c.Client.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,10 +148,15 @@ func (e *e2e) secondScheduler(ctx context.Context, t *testing.T) {
 		t.Fatalf("pod for warmd-scheduler: %v", err)
 	}
 	ev, _ := events(ctx, e.c, vllmNS, "Pod", pods[0].Name)
+	by := ""
 	for _, x := range ev {
 		if x.Reason == "Scheduled" {
-			t.Logf("event Scheduled by %s: %s", x.ReportingController+x.Source.Component, x.Message)
+			by = x.ReportingController + x.Source.Component
+			t.Logf("event Scheduled by %s: %s", by, x.Message)
 		}
+	}
+	if by != "warmd-scheduler" {
+		t.Errorf("the pod was scheduled by %q, not the second scheduler (profile warmd-scheduler)", by)
 	}
 	e.assertExtenderCalled(ctx, t, "the warmd-scheduler pod")
 }
