@@ -48,6 +48,7 @@ func TestWarmdOnARealNode(t *testing.T) {
 		{"second scheduler from the shipped files schedules a warmd-scheduler pod", e.secondScheduler, false},
 		{"ConfigMap edit reaches warmd through the projected volume", e.configMapEdit, false},
 		{"deleted warmd pod is recreated and fetches nothing again", e.podRecreated, false},
+		{"warmd's Node Events record the failed fetch and the model getting warm", e.nodeEvents, false},
 		{"kubelet image GC removes the unpinned image and keeps the pinned ones", e.imageGC, false},
 	}
 	for _, s := range steps {
