@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"text/tabwriter"
@@ -14,6 +15,7 @@ import (
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images"
 )
@@ -66,6 +68,11 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
 	}
+	release, err := lockForImages(cfg)
+	if err != nil {
+		return &cli.ExitError{Code: 1, Err: err}
+	}
+	defer release()
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -177,4 +184,25 @@ func orDashStr(v string) string {
 		return "-"
 	}
 	return v
+}
+
+// lockForImages takes the data dir's lock for the run: the embedded image store lives under the data
+// dir, and two writers there would interleave blobs and records. When a daemon holds the lock, a
+// containerd backend (explicitly configured) is still fine to pull into, since containerd itself
+// serialises its writers; anything else is refused, naming the daemon, because the daemon already
+// keeps this config's images warm.
+func lockForImages(cfg *config.NodeConfig) (release func(), err error) {
+	lock, err := datadir.Acquire(cfg.DataDir, datadir.Holder{Command: "warmd prefetch images"})
+	if err == nil {
+		return func() { lock.Release() }, nil
+	}
+	var le *datadir.LockedError
+	if errors.As(err, &le) && le.HolderKnown && le.Holder.Socket != "" && cfg.Containerd.Backend == "containerd" {
+		return func() {}, nil
+	}
+	if errors.As(err, &le) {
+		return nil, fmt.Errorf("%w (with the embedded image store only one process may write it: the daemon keeps the "+
+			"configured images warm itself, see `warmd status`; or set containerd.backend: containerd)", err)
+	}
+	return nil, err
 }
