@@ -15,7 +15,27 @@ import (
 const (
 	DefaultStatusCap  = 4096
 	conditionMsgLimit = 1024
+	// maxNameOnNode and maxNoteOnNode cap a model name and one reason or missing item in the status
+	// annotation.
+	maxNameOnNode = 256
+	maxNoteOnNode = 256
 )
+
+// nodeSafe is the state as the status annotation carries it: every text cleaned and capped. Reason
+// and Missing are already built from warmd's own vocabulary and configured names (Evaluate); this is
+// the backstop at the boundary.
+func nodeSafe(m ModelState) ModelState {
+	m.Reason = cleanText(m.Reason, maxNoteOnNode)
+	if m.Missing != nil {
+		miss := make([]string, len(m.Missing))
+		for i, s := range m.Missing {
+			miss[i] = cleanText(s, maxNoteOnNode)
+		}
+		m.Missing = miss
+	}
+	m.Digest, m.Revision = cleanText(m.Digest, maxNoteOnNode), cleanText(m.Revision, maxNoteOnNode)
+	return m
+}
 
 // Desired is everything warmd wants on its Node, computed from the warm states alone.
 type Desired struct {
@@ -114,7 +134,7 @@ func statusJSON(base StatusSummary, states []ModelState, limit int) string {
 		s.Trimmed = i > 0
 		s.Models = make(map[string]ModelState, len(states))
 		for _, m := range states {
-			s.Models[m.Name] = trim(m)
+			s.Models[cleanText(m.Name, maxNameOnNode)] = trim(nodeSafe(m))
 		}
 		if b, _ := json.Marshal(s); len(b) <= limit {
 			return string(b)
@@ -125,7 +145,7 @@ func statusJSON(base StatusSummary, states []ModelState, limit int) string {
 	s.Trimmed = true
 	s.Models = map[string]ModelState{}
 	for i, m := range states {
-		s.Models[m.Name] = ModelState{State: m.State}
+		s.Models[cleanText(m.Name, maxNameOnNode)] = ModelState{State: m.State}
 		s.Omitted = len(states) - i - 1
 		if b, _ := json.Marshal(s); len(b) > limit {
 			delete(s.Models, m.Name)
@@ -162,12 +182,10 @@ func condition(states []ModelState) Condition {
 		reason = "ModelFailed"
 	}
 	msg := fmt.Sprintf("%d/%d model(s) warm; %s", warm, len(states), strings.Join(notes, "; "))
-	return Condition{corev1.ConditionFalse, reason, clip(msg, conditionMsgLimit)}
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+	if failed > 0 {
+		// The hint must survive the cut: it is where the operator finds the whole error.
+		hint := " (" + statusHint + ")"
+		msg = cleanText(msg, conditionMsgLimit-len(hint)) + hint
 	}
-	return s[:n-3] + "..."
+	return Condition{corev1.ConditionFalse, reason, cleanText(msg, conditionMsgLimit)}
 }

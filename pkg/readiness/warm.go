@@ -102,7 +102,9 @@ type ModelState struct {
 	State State  `json:"s"`
 	// Missing names, for people, each thing between this model and warm.
 	Missing []string `json:"miss,omitempty"`
-	// Reason is the failure, for StateFailed.
+	// Reason is the failure, for StateFailed, in warmd's own words (reason.go): which part failed and
+	// how, never the part's error text, since it is written on the Node. The text is in the part's
+	// section of /v1/status.
 	Reason   string `json:"err,omitempty"`
 	Digest   string `json:"img,omitempty"`
 	Revision string `json:"rev,omitempty"`
@@ -138,7 +140,7 @@ func evaluateModel(in Input, m ModelInput) ModelState {
 	if m.Image.Ref != "" {
 		switch {
 		case m.Image.Error != "":
-			failures = append(failures, "image "+m.Image.Ref+": "+m.Image.Error)
+			failures = append(failures, "image "+m.Image.Ref+": "+classify(imagePhrases, m.Image.Error))
 			imageOK = false
 		case m.Image.Digest == "":
 			ms.Missing = append(ms.Missing, "image "+m.Image.Ref+" not pulled")
@@ -154,7 +156,7 @@ func evaluateModel(in Input, m ModelInput) ModelState {
 	}
 	switch {
 	case m.Weights.Error != "":
-		failures = append(failures, "weights: "+m.Weights.Error)
+		failures = append(failures, "weights: "+classify(weightsPhrases, m.Weights.Error))
 		weightsOK = false
 	case !weightsOK && m.Weights.VerifiedRevision != "":
 		ms.Missing = append(ms.Missing, fmt.Sprintf("weights at revision %s (on disk: %s)", m.Weights.Revision, m.Weights.VerifiedRevision))
@@ -165,7 +167,7 @@ func evaluateModel(in Input, m ModelInput) ModelState {
 	if in.CompileCacheEnabled {
 		switch {
 		case m.Cache.Error != "":
-			failures = append(failures, "compile cache: "+m.Cache.Error)
+			failures = append(failures, "compile cache: "+classify(cachePhrases, m.Cache.Error))
 			cacheOK = false
 		case !m.Cache.Present:
 			sku := in.SKU

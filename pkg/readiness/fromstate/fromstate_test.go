@@ -90,7 +90,7 @@ func TestFailuresAndGapsAreNotWarm(t *testing.T) {
 		{"nothing yet", map[string]any{state.SectionGPU: gpu()}, readiness.StateCold, ""},
 		{"image failed", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
 			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateFailed, Reason: "not found"}}}},
-			readiness.StateFailed, "not found"},
+			readiness.StateFailed, "the image is not in the registry"},
 		{"weights of another revision", map[string]any{state.SectionGPU: gpu(), state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
 			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, readiness.StateCold, ""},
 		{"cache of another SKU", map[string]any{state.SectionGPU: gpu(),
