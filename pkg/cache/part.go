@@ -107,10 +107,10 @@ func (p *Part) Run(ctx context.Context) error {
 		if err := CheckSKU(sku); err == nil {
 			if err := p.runSKU(ctx, sku); err != nil {
 				p.log.Error("compile caches stopped", "err", err)
-				p.publish(Status{State: "error", SKU: sku, Message: err.Error()})
+				p.publish(Status{State: "error", SKU: sku, Message: state.Reason(err)})
 			}
 		} else {
-			p.publish(Status{State: "waiting", SKU: sku, Message: err.Error()})
+			p.publish(Status{State: "waiting", SKU: sku, Message: state.Reason(err)})
 		}
 		select {
 		case <-ctx.Done():
@@ -232,11 +232,11 @@ func (p *Part) ReportStart(r StartReport) StartVerdict {
 func (p *Part) publish(s Status) { p.store.Publish(state.SectionCache, s) }
 
 // Snapshot builds the status of mgr (it measures the tree).
-func Snapshot(mgr *Manager, state, remote string) Status {
-	s := Status{State: state, SKU: mgr.o.SKU, Root: mgr.layout.Root(), Remote: remote, Budget: mgr.o.Budget, Stats: mgr.Stats()}
+func Snapshot(mgr *Manager, st, remote string) Status {
+	s := Status{State: st, SKU: mgr.o.SKU, Root: mgr.layout.Root(), Remote: remote, Budget: mgr.o.Budget, Stats: mgr.Stats()}
 	bytes, files, err := mgr.TreeBytes()
 	if err != nil {
-		s.Message = err.Error()
+		s.Message = state.Reason(err)
 	}
 	bundles := map[string]int{}
 	for _, r := range mgr.Records() {

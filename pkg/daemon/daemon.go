@@ -174,7 +174,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			}
 			r := &Reload{Time: time.Now().UTC(), Applied: err == nil}
 			if err != nil {
-				r.Error = err.Error()
+				r.Error = state.Reason(err)
 				m.Daemon.ConfigReloads.WithLabelValues("rejected").Inc()
 				log.Error("config change rejected; the previous config keeps running", "file", opts.ConfigPath, "err", err)
 			} else {

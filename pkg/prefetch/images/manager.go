@@ -255,7 +255,7 @@ func (m *Manager) reconcile(ctx context.Context, first bool) {
 		e := &entry{st: prefetch.ImageStatus{Ref: w.Ref, Name: w.Name, Models: w.Models, State: prefetch.StateQueued},
 			done: make(chan struct{}), wake: make(chan struct{}, 1)}
 		if w.Err != nil {
-			e.st.State, e.st.Reason = prefetch.StateFailed, w.Err.Error()
+			e.st.State, e.st.Reason = prefetch.StateFailed, state.Reason(w.Err)
 			close(e.done)
 		} else {
 			start = append(start, e)

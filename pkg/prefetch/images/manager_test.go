@@ -214,8 +214,9 @@ func TestManager(t *testing.T) {
 				byDigest := reg.Ref("warmd-mgr/fixed@" + imagetest.Digest(t, pinned))
 				cfg := newConfig(t, b, func(c *config.NodeConfig) {
 					c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/moving:latest")}, {Ref: byDigest}}
-					c.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 				})
+				// Below the config's 10s floor (which a file may not go under), so the test is quick.
+				cfg.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 				track(t, cfg, reg)
 				h := start(t, cfg, images.Options{})
 				h.waitFor(t, "v1 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/state"
 )
 
 // Once opens the backend, makes every wanted image warm once (the same resolve, retry and deadline
@@ -27,7 +28,7 @@ func (m *Manager) Once(ctx context.Context) (prefetch.ImagesStatus, error) {
 	for _, w := range want {
 		e := &entry{st: prefetch.ImageStatus{Ref: w.Ref, Name: w.Name, Models: w.Models, State: prefetch.StateQueued}, done: make(chan struct{})}
 		if w.Err != nil {
-			e.st.State, e.st.Reason = prefetch.StateFailed, w.Err.Error()
+			e.st.State, e.st.Reason = prefetch.StateFailed, state.Reason(w.Err)
 		}
 		m.mu.Lock()
 		m.entries[w.Name] = e

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/state"
 )
 
 // resolveTimeout bounds one registry resolution (a HEAD and a few small manifest GETs).
@@ -117,7 +118,7 @@ func (m *Manager) sync(ctx context.Context, b prefetch.Images, e *entry) error {
 			break
 		}
 		m.update(e, func(s *prefetch.ImageStatus) {
-			s.Reason = fmt.Sprintf("attempt %d/%d failed, retrying in %s: %v", attempt, m.opts.Attempts, delay, err)
+			s.Reason = state.CleanText(fmt.Sprintf("attempt %d/%d failed, retrying in %s: %v", attempt, m.opts.Attempts, delay, err))
 		})
 		m.log.Warn("image pull attempt failed", "image", e.st.Name, "attempt", attempt, "of", m.opts.Attempts, "retry_in", delay, "err", err)
 		if !sleep(ctx, delay) {
@@ -126,7 +127,7 @@ func (m *Manager) sync(ctx context.Context, b prefetch.Images, e *entry) error {
 		delay = min(2*delay, m.opts.MaxBackoff)
 	}
 	m.update(e, func(s *prefetch.ImageStatus) {
-		s.Reason = fmt.Sprintf("failed after %d attempt(s): %v", s.Attempt, last)
+		s.Reason = state.CleanText(fmt.Sprintf("failed after %d attempt(s): %v", s.Attempt, last))
 		s.Pending, s.Layer, s.Layers, s.Bytes, s.TotalBytes = "", 0, 0, 0, 0
 		if s.Warm() {
 			s.State = prefetch.StateReady // the warm digest is still here; only the refresh failed

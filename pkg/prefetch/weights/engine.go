@@ -35,6 +35,7 @@ import (
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/state"
 )
 
 // Defaults of Options.
@@ -319,7 +320,7 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 	st := prefetch.ModelStatus{Model: m.Name, Revision: m.Revision, Source: m.Source, State: prefetch.StateQueued,
 		CacheRoot: e.CacheRoot(), Started: e.opts.Now().UTC()}
 	fail := func(err error) (prefetch.ModelStatus, error) {
-		st.State, st.Reason, st.Finished = prefetch.StateFailed, err.Error(), e.opts.Now().UTC()
+		st.State, st.Reason, st.Finished = prefetch.StateFailed, state.Reason(err), e.opts.Now().UTC()
 		st.BytesPerSecond, st.ETASeconds = 0, 0
 		progress(st)
 		return st, err
