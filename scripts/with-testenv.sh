@@ -7,6 +7,7 @@ bin=$(scripts/testbin.sh | tail -1)
 envfile=$(mktemp /tmp/warmd-testenv.XXXXXX)
 trap 'scripts/testenv/down.sh "$envfile"' EXIT
 scripts/testenv/up.sh "$bin" "$envfile"
+scripts/tools.sh env >>"$envfile" # helm, promtool, qemu-user-static for the chart/image/monitoring tests
 # shellcheck disable=SC1090
 . "$envfile"
 "$@"

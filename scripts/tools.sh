@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tools.sh installs the tools the shipping tests need (chart, image, monitoring), beside testbin.sh's
+# services and cached the same way (keyed by the pins, built into a temp dir and renamed into place):
+#   helm     helm v4.3.2 from the nested wrapper module hack/tools/helm (helm's dependencies never
+#            enter warmd's go.mod); `helm lint` / `helm template` in charts/warmd tests
+#   debian   Debian's prometheus (promtool: check rules, check metrics), qemu-user-static (runs the
+#            arm64 image binary), gcc-aarch64-linux-gnu + libc6-dev-arm64-cross (cgo cross-compile)
+# Usage: tools.sh [helm|debian|env]...   (default: helm debian, then prints the tool dir)
+#        tools.sh env   prints the export lines the tests read (internal/testenv: WARMD_TEST_HELM,
+#                       WARMD_TEST_PROMTOOL, WARMD_TEST_QEMU_DIR), building what is missing first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS=-buildvcs=false
+
+HELM_VERSION=v4.3.2
+pins=$( { grep -E '^go ' go.mod; cat hack/tools/helm/go.mod hack/tools/helm/go.sum scripts/tools.sh; } | sha256sum | cut -c1-16)
+cache=${WARMD_TESTBIN_CACHE:-$HOME/.cache/warmd-testbin}
+dir=$cache/tools-$pins
+log() { echo "tools: $*" >&2; }
+mkdir -p "$dir"
+
+debian() {
+  local missing=() p
+  for p in prometheus qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+    apt-get update -q >/dev/null 2>&1 || true
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+helm() {
+  [ -x "$dir/helm" ] && return 0
+  local tmp start
+  tmp=$(mktemp -d "$cache/.build-XXXXXX")
+  start=$(date +%s)
+  log "building helm $HELM_VERSION (hack/tools/helm)"
+  (cd hack/tools/helm && CGO_ENABLED=0 go build -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+    -o "$tmp/helm" helm.sh/helm/v4/cmd/helm)
+  mv -f "$tmp/helm" "$dir/helm"
+  rm -rf "$tmp"
+  log "helm built in $(($(date +%s) - start))s"
+}
+
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=(helm debian)
+for c in "${want[@]}"; do
+  case $c in
+  helm) helm ;;
+  debian) debian ;;
+  env)
+    helm
+    debian
+    echo "export WARMD_TEST_HELM=$dir/helm"
+    echo "export WARMD_TEST_PROMTOOL=$(command -v promtool)"
+    echo "export WARMD_TEST_QEMU_DIR=$(dirname "$(command -v qemu-aarch64-static)")"
+    exit 0
+    ;;
+  *)
+    log "unknown component $c (want helm, debian or env)"
+    exit 2
+    ;;
+  esac
+done
+echo "$dir"
