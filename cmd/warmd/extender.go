@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +31,9 @@ type extenderOptions struct {
 	logFormat    string
 	logLevel     string
 	grace        time.Duration
+	leaderElect  bool
+	leaseNS      string
+	leaseName    string
 }
 
 func newExtenderCommand(s cli.IOStreams) *cobra.Command {
@@ -63,6 +67,9 @@ and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes an
 	f.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.DurationVar(&o.grace, "grace", 10*time.Second, "how long shutdown may take")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "of several replicas, only the Lease holder exports the cluster-wide series (so sum() counts each Node once); all answer the scheduler")
+	f.StringVar(&o.leaseNS, "leader-elect-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default $POD_NAMESPACE)")
+	f.StringVar(&o.leaseName, "leader-elect-lease", "warmd-extender", "name of the Lease")
 	return cmd
 }
 
@@ -103,7 +110,10 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if o.replicas {
 		replicas = rep
 	}
-	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, metrics.NewExtender(reg, ix, replicas), log)
+	em := metrics.NewExtender(reg, ix, replicas)
+	leader := extender.NewLeader(o.leaderElect)
+	em.SetLeader(leader.IsLeader)
+	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, em, log)
 	if o.replicas {
 		x.TrackReplicas(rep)
 	}
@@ -114,6 +124,13 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return x.Run(gctx, cs, o.resync) })
+	g.Go(func() error {
+		id := os.Getenv("POD_NAME")
+		if id == "" {
+			id, _ = os.Hostname()
+		}
+		return leader.Run(gctx, cs, extender.LeaseOptions{Namespace: o.leaseNS, Name: o.leaseName, Identity: id}, log)
+	})
 	g.Go(func() error {
 		log.Info("extender listening", "addr", ln.Addr().String(), "filterFailed", o.filterFailed)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

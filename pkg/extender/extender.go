@@ -71,8 +71,9 @@ func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Exten
 	return &Extender{cfg: cfg, index: index, log: log, metrics: m}
 }
 
-// Run keeps the Index current from a Node informer until ctx ends. Only labels, annotations and the
-// resource version are kept (a transform drops the rest), so 5,000 Nodes cost little memory.
+// Run keeps the Index current from a Node informer until ctx ends. Only labels, annotations, the
+// resource version, spec.unschedulable and the Ready status are kept (a transform drops the rest),
+// so 5,000 Nodes cost little memory.
 func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time.Duration) error {
 	f := informers.NewSharedInformerFactory(cs, resync)
 	inf := f.Core().V1().Nodes().Informer()
@@ -152,9 +153,15 @@ func slimNode(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels, Annotations: n.Annotations,
-	}}, nil
+	}, Spec: corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady { // only whether it is Ready (Info reads it), not the heartbeat times
+			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return slim, nil
 }
 
 // Synced reports whether the informer has listed every Node once (readiness of the Deployment).
@@ -262,7 +269,7 @@ func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilter
 	key := readiness.ModelLabelKey(model)
 	names := make([]string, 0, x.count(a))
 	var items []corev1.Node
-	x.each(a, func(_ int, name string, node *corev1.Node, info *NodeInfo) {
+	n := x.each(a, func(_ int, name string, node *corev1.Node, info *NodeInfo) {
 		if check && info != nil && info.States[key] == string(readiness.StateFailed) {
 			if res.FailedAndUnresolvableNodes == nil {
 				res.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
@@ -281,38 +288,48 @@ func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilter
 	} else {
 		res.NodeNames = &names
 	}
+	x.logFilter(a.Pod, model, n, res.FailedAndUnresolvableNodes)
 	return res
 }
 
 // Prioritize scores every candidate 0–10 by predicted time-to-ready for the pod's model: the fastest
-// Node gets MaxExtenderPriority and another gets 10 × fastest ÷ its own, rounded (a node twice as
-// slow scores 5). Nodes without a prediction for the model score 0; a pod without a model scores 0
-// everywhere (neutral: equal scores change no ranking).
+// Node gets MaxExtenderPriority and another 1 + 9 × fastest ÷ its own, rounded (twice as slow: 6),
+// so every Node with a prediction scores at least 1, above every Node without one (0), however slow
+// it is. Nodes without a prediction for the model, and Nodes where warmd says the model failed,
+// score 0; a pod without a model scores 0 everywhere (neutral: equal scores change no ranking).
 func (x *Extender) Prioritize(a *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
 	list := make(extenderv1.HostPriorityList, x.count(a))
 	model := PodModel(a.Pod)
 	best := math.Inf(1)
+	predicted := 0
 	// First pass: remember each Node's prediction in Score as milliseconds (-1: none).
 	x.each(a, func(i int, name string, _ *corev1.Node, info *NodeInfo) {
 		list[i] = extenderv1.HostPriority{Host: name, Score: -1}
-		if model == "" || info == nil {
+		if model == "" || info == nil || info.failed(model) {
 			return
 		}
 		if s, ok := info.Predicted[model]; ok {
-			list[i].Score = int64(math.Round(s * 1000))
+			list[i].Score = int64(math.Round(max(s, 0) * 1000))
 			best = min(best, float64(list[i].Score))
+			predicted++
 		}
 	})
 	for i := range list {
-		ms := list[i].Score
-		switch {
-		case ms < 0:
-			list[i].Score = extenderv1.MinExtenderPriority
-		case ms == 0 || float64(ms) == best:
-			list[i].Score = extenderv1.MaxExtenderPriority
-		default:
-			list[i].Score = int64(math.Round(float64(extenderv1.MaxExtenderPriority) * best / float64(ms)))
-		}
+		list[i].Score = score(list[i].Score, best)
 	}
+	x.logPrioritize(a.Pod, model, list, predicted)
 	return &list
+}
+
+// score maps a prediction in milliseconds (-1: none) to the extender's 0–10 range, given the
+// fastest prediction among the candidates.
+func score(ms int64, best float64) int64 {
+	const span = extenderv1.MaxExtenderPriority - extenderv1.MinExtenderPriority - 1 // 9
+	switch {
+	case ms < 0:
+		return extenderv1.MinExtenderPriority
+	case float64(ms) <= best:
+		return extenderv1.MaxExtenderPriority
+	}
+	return extenderv1.MinExtenderPriority + 1 + int64(math.Round(float64(span)*best/float64(ms)))
 }

@@ -157,8 +157,9 @@ func TestExtenderAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantScores := map[string]int64{
-		// fastest (70 s) = 10; failed has a prediction too (71 s → 10): filtering is /filter's job
-		"ext-warm": 10, "ext-failed": 10, "ext-weights": 5, "ext-cold": 2,
+		// fastest (70 s) = 10, then 1 + 9 × 70/s: 140 s → 6, 430 s → 2. The failed node's prediction
+		// (71 s) is no lead time: 0, as a node without one.
+		"ext-warm": 10, "ext-failed": 0, "ext-weights": 6, "ext-cold": 2,
 		"ext-nowarmd": 0, "ext-badann": 0, "ext-unknown": 0,
 	}
 
@@ -169,7 +170,7 @@ func TestExtenderAgainstAPIServer(t *testing.T) {
 		}
 		var got extenderv1.HostPriorityList
 		w.post(t, "/prioritize", body, &got)
-		want := map[string]int64{"ext-warm": 10, "ext-weights": 5, "ext-cold": 2, "ext-failed": 10, "ext-nowarmd": 0, "ext-unknown": 0}
+		want := map[string]int64{"ext-warm": 10, "ext-weights": 6, "ext-cold": 2, "ext-failed": 0, "ext-nowarmd": 0, "ext-unknown": 0}
 		if s := scores(got); len(got) != len(want) || !maps.Equal(s, want) {
 			t.Errorf("scores = %v, want %v", s, want)
 		}
@@ -259,8 +260,8 @@ func TestExtenderAgainstAPIServer(t *testing.T) {
 		})
 		var got extenderv1.HostPriorityList
 		w.post(t, "/prioritize", argsBody(t, vllmPod(m7b), nil, all), &got)
-		if s := scores(got); s["ext-cold"] != 10 || s["ext-warm"] != 5 {
-			t.Errorf("scores = %v, want ext-cold 10 and ext-warm 5", s)
+		if s := scores(got); s["ext-cold"] != 10 || s["ext-warm"] != 6 {
+			t.Errorf("scores = %v, want ext-cold 10 and ext-warm 6", s)
 		}
 	})
 	t.Run("a deleted Node is forgotten", func(t *testing.T) {

@@ -22,14 +22,27 @@ type NodeInfo struct {
 	Predicted map[string]float64
 	// PredictErr is set when the annotation could not be parsed; the node then has no predictions.
 	PredictErr error
+	// Unschedulable is set for a cordoned Node (spec.unschedulable) and for one whose Ready
+	// condition is False or Unknown: no new replica lands there, so it counts for no cluster-wide
+	// lead time. A Node without a Ready condition yet (just registered) is not excluded.
+	Unschedulable bool
 }
 
 // State returns the node's warm state for a model ("" when warmd publishes none for it).
 func (n *NodeInfo) State(model string) string { return n.States[readiness.ModelLabelKey(model)] }
 
+// failed reports whether warmd says the model failed on this Node.
+func (n *NodeInfo) failed(model string) bool { return n.State(model) == string(readiness.StateFailed) }
+
 // Info parses what the extender needs from a Node.
 func Info(node *corev1.Node) *NodeInfo {
 	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[readiness.LabelSKU]}
+	n.Unschedulable = node.Spec.Unschedulable
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			n.Unschedulable = true
+		}
+	}
 	for k, v := range node.Labels {
 		if strings.HasPrefix(k, readiness.ModelPrefix) {
 			if n.States == nil {
@@ -119,14 +132,22 @@ func (ix *Index) WarmNodes() map[string]int {
 	return out
 }
 
-// FastestReady is, per model, the lowest predicted time-to-ready over all Nodes: how soon the
-// cluster could have one more replica without adding a node.
+// FastestReady is, per model, the lowest predicted time-to-ready over the Nodes a new replica could
+// land on: how soon the cluster could have one more replica without adding a node. Nodes where the
+// model failed, cordoned Nodes and NotReady Nodes are skipped (their predictions are not a lead time
+// anybody gets); a model only such Nodes predict has no series.
 func (ix *Index) FastestReady() map[string]float64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	out := map[string]float64{}
 	for _, n := range ix.nodes {
+		if n.Unschedulable {
+			continue
+		}
 		for m, s := range n.Predicted {
+			if n.failed(m) {
+				continue
+			}
 			if cur, ok := out[m]; !ok || s < cur {
 				out[m] = s
 			}

@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // ClusterView is what the extender knows about every Node, read at scrape time so the gauges never
 // go stale and no goroutine has to refresh them.
@@ -21,6 +25,21 @@ type ReplicaView interface {
 type Extender struct {
 	Requests *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
+	// leader, when set, says whether this replica exports the cluster-wide series (see SetLeader).
+	leader atomic.Pointer[func() bool]
+}
+
+// SetLeader makes the cluster-wide series (warmd_warm_nodes, warmd_cluster_fastest_ready_seconds,
+// warmd_vllm_*) exported only while leader returns true, so that of several extender replicas, which
+// all see the same Nodes, one exports them and a sum() over replicas counts each Node once.
+// warmd_extender_leader says which replica does. Without SetLeader every replica exports them.
+func (e *Extender) SetLeader(leader func() bool) { e.leader.Store(&leader) }
+
+func (e *Extender) exporting() bool {
+	if f := e.leader.Load(); f != nil {
+		return (*f)()
+	}
+	return true
 }
 
 // NewExtender creates and registers the extender's collectors on reg; view feeds warmd_warm_nodes and
@@ -36,7 +55,7 @@ func NewExtender(reg prometheus.Registerer, view ClusterView, replicas ReplicaVi
 			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
 		}, []string{"verb"}),
 	}
-	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view, replicas: replicas})
+	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view, replicas: replicas, exporting: e.exporting})
 	return e
 }
 
@@ -49,14 +68,18 @@ var (
 		"vLLM pods of each model whose Ready condition is True.", []string{"model"}, nil)
 	freshReplicasDesc = prometheus.NewDesc("warmd_vllm_fresh_replicas",
 		"Ready vLLM pods of each model that became ready within the freshness window (empty prefix cache).", []string{"model"}, nil)
+	leaderDesc = prometheus.NewDesc("warmd_extender_leader",
+		"1 on the extender replica that exports the cluster-wide series (warmd_warm_nodes, …), else 0.", nil, nil)
 )
 
 type clusterCollector struct {
-	view     ClusterView
-	replicas ReplicaView
+	view      ClusterView
+	replicas  ReplicaView
+	exporting func() bool
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- leaderDesc
 	ch <- warmNodesDesc
 	ch <- fastestReadyDesc
 	if c.replicas != nil {
@@ -66,6 +89,11 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.exporting() {
+		ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(leaderDesc, prometheus.GaugeValue, 1)
 	for m, n := range c.view.WarmNodes() {
 		ch <- prometheus.MustNewConstMetric(warmNodesDesc, prometheus.GaugeValue, float64(n), m)
 	}

@@ -15,7 +15,9 @@ func newGPU(reg prometheus.Registerer) *GPU {
 		Info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "warmd_gpu_info", Help: "Always 1; labels identify the node's GPU SKU.",
 		}, []string{"sku", "product", "driver"}),
-		Count: prometheus.NewGauge(prometheus.GaugeOpts{Name: "warmd_gpu_count", Help: "GPUs on the node."}),
+		// Not warmd_gpu_count: a _count suffix belongs to a histogram's or summary's series
+		// (promtool check metrics flags it).
+		Count: prometheus.NewGauge(prometheus.GaugeOpts{Name: "warmd_gpus", Help: "GPUs on the node (0 on CPU nodes and without NVML)."}),
 	}
 	reg.MustRegister(g.Info, g.Count)
 	return g
