@@ -49,6 +49,7 @@ type Part struct {
 	input   InputFunc
 	watcher *NodeWatcher
 	writer  *Writer
+	events  *Events
 	metrics *metrics.Readiness
 
 	mu  sync.Mutex
@@ -125,6 +126,8 @@ func NewPart(d daemon.Deps, client kubernetes.Interface, clk clock.WithTicker, i
 		wo.Metrics = m.Readiness
 		p.metrics = m.Readiness
 	}
+	p.events = NewEvents(client, d.Config.NodeName, EventOptions{}, log)
+	wo.Events = p.events
 	p.writer = NewWriter(wo)
 	p.watcher.OnNode(p.writer.ObserveNode)
 	return p
@@ -157,6 +160,7 @@ func (p *Part) Run(ctx context.Context) error {
 	g.Go(func() error { return p.writer.Run(ctx) })
 	g.Go(func() error { return p.loop(ctx) })
 	err := g.Wait()
+	p.events.Shutdown()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

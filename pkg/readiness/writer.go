@@ -51,6 +51,8 @@ type WriterOptions struct {
 	StatusCap int
 	// OnSync, when set, is called after every sync round (the part publishes its status from it).
 	OnSync func(SyncResult)
+	// Events, when set, records warm/cold/failed transitions on the Node (see events.go).
+	Events *Events
 }
 
 // Writer keeps warmd's labels, annotations, condition and taint on one Node equal to what the
@@ -255,6 +257,7 @@ func (w *Writer) sync(ctx context.Context, in Input, node *corev1.Node, stale, t
 	writes := 0
 
 	// 1. labels and annotations: one apply, only when it would change something.
+	labelsBefore := node.Labels
 	if n, blocked, wrote, err := w.applyMetadata(ctx, node, d); err != nil {
 		return writes, err
 	} else {
@@ -262,6 +265,7 @@ func (w *Writer) sync(ctx context.Context, in Input, node *corev1.Node, stale, t
 		if wrote {
 			writes++
 			node = n
+			w.o.Events.Observe(labelsBefore, d) // the Node changed: record the transitions it shows
 		}
 	}
 	// 2. the condition, on the status subresource.
