@@ -52,16 +52,17 @@ func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) error
 }
 
 // TestApplyAll server-side-applies every manifest, in kustomization order, to a real kube-apiserver
-// and expects each to be accepted. The ServiceMonitor needs prometheus-operator's CRD, which a bare
-// API server lacks: a minimal stand-in (testdata/servicemonitor-crd.yaml) is installed first.
+// and expects each to be accepted. The ServiceMonitor and PrometheusRule need prometheus-operator's
+// CRDs, which a bare API server lacks: minimal stand-ins (testdata/*-crd.yaml) are installed first.
 func TestApplyAll(t *testing.T) {
 	env := kubeenv.Start(t)
 	ctx := context.Background()
 	a := newApplier(t, env)
 
-	crd := readObject(t, "testdata/servicemonitor-crd.yaml")
-	if err := a.apply(ctx, crd); err != nil {
-		t.Fatalf("install ServiceMonitor CRD: %v", err)
+	for _, f := range []string{"testdata/servicemonitor-crd.yaml", "testdata/prometheusrule-crd.yaml"} {
+		if err := a.apply(ctx, readObject(t, f)); err != nil {
+			t.Fatalf("install %s: %v", f, err)
+		}
 	}
 	for _, d := range all(t) {
 		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {

@@ -9,17 +9,22 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,7 +32,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	schedv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
@@ -110,55 +117,173 @@ func find[T any](t *testing.T, docs []doc, kind, name string) *T {
 	return nil
 }
 
+// dirs are this directory's kustomizations of built-in kinds (monitoring/ and keda/ need CRDs).
+var dirs = []string{".", "second-scheduler"}
+
+func loadAll(t *testing.T) []doc {
+	var out []doc
+	for _, d := range dirs {
+		out = append(out, load(t, d)...)
+	}
+	return out
+}
+
 // TestStrictDecode decodes every Kubernetes document into its Go type, unknown fields being errors.
 func TestStrictDecode(t *testing.T) {
 	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
-	for _, d := range load(t, ".") {
+	for _, d := range loadAll(t) {
 		if _, _, err := codecs.UniversalDeserializer().Decode(d.raw, nil, nil); err != nil {
 			t.Errorf("%s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
 		}
 	}
 }
 
-// TestSchedulerConfigWiring checks that the KubeSchedulerConfiguration decodes strictly and points
-// at the Service's DNS name and port and at the verbs the extender's handler serves.
-func TestSchedulerConfigWiring(t *testing.T) {
-	docs := load(t, ".")
-	cm := find[corev1.ConfigMap](t, docs, "ConfigMap", "warmd-scheduler-config")
+// schedulerConfig decodes a KubeSchedulerConfiguration strictly.
+func schedulerConfig(t *testing.T, what string, b []byte) schedv1.KubeSchedulerConfiguration {
+	t.Helper()
 	var cfg schedv1.KubeSchedulerConfiguration
-	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
-		t.Fatalf("config.yaml is not a KubeSchedulerConfiguration: %v", err)
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		t.Fatalf("%s is not a KubeSchedulerConfiguration: %v", what, err)
 	}
 	if cfg.Kind != "KubeSchedulerConfiguration" || cfg.APIVersion != "kubescheduler.config.k8s.io/v1" || len(cfg.Extenders) != 1 {
-		t.Fatalf("config = %+v", cfg)
+		t.Fatalf("%s = %+v", what, cfg)
 	}
-	ext := cfg.Extenders[0]
-	if !ext.NodeCacheCapable || !ext.Ignorable || ext.Weight < 1 || ext.FilterVerb != "filter" || ext.PrioritizeVerb != "prioritize" {
-		t.Errorf("extender = %+v", ext)
+	return cfg
+}
+
+func profiles(cfg schedv1.KubeSchedulerConfiguration) []string {
+	var out []string
+	for _, p := range cfg.Profiles {
+		out = append(out, *p.SchedulerName)
 	}
-	u, err := url.Parse(ext.URLPrefix)
+	return out
+}
+
+// TestSchedulerConfigWiring checks both routes' KubeSchedulerConfigurations: they call the Service's
+// DNS name and port with the verbs the extender serves, the second scheduler serves only the
+// profile the example uses (default-scheduler stays the main scheduler's), the main scheduler's
+// config serves both and names its kubeconfig (with --config, --kubeconfig is ignored), and each
+// Lease is one its identity may use.
+func TestSchedulerConfigWiring(t *testing.T) {
+	docs := load(t, ".")
+	second := load(t, "second-scheduler")
+	cm := find[corev1.ConfigMap](t, second, "ConfigMap", "warmd-scheduler-config")
+	secondCfg := schedulerConfig(t, "second-scheduler/scheduler-config.yaml", []byte(cm.Data["config.yaml"]))
+	mainRaw, err := os.ReadFile("main-scheduler/kube-scheduler-config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	mainCfg := schedulerConfig(t, "main-scheduler/kube-scheduler-config.yaml", mainRaw)
+
 	svc := find[corev1.Service](t, docs, "Service", "warmd-extender")
-	if u.Hostname() != svc.Name+"."+svc.Namespace+".svc" || u.Port() != "8888" || svc.Spec.Ports[0].Port != 8888 {
-		t.Errorf("urlPrefix %s does not reach Service %s/%s:%d", ext.URLPrefix, svc.Namespace, svc.Name, svc.Spec.Ports[0].Port)
+	h := extender.New(extender.Config{}, extender.NewIndex(), nil, nil).Handler()
+	for name, cfg := range map[string]schedv1.KubeSchedulerConfiguration{"second": secondCfg, "main": mainCfg} {
+		ext := cfg.Extenders[0]
+		if !ext.NodeCacheCapable || !ext.Ignorable || ext.Weight < 1 || ext.FilterVerb != "filter" || ext.PrioritizeVerb != "prioritize" {
+			t.Errorf("%s: extender = %+v", name, ext)
+		}
+		u, err := url.Parse(ext.URLPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Hostname() != svc.Name+"."+svc.Namespace+".svc" || u.Port() != "8888" || svc.Spec.Ports[0].Port != 8888 {
+			t.Errorf("%s: urlPrefix %s does not reach Service %s/%s:%d", name, ext.URLPrefix, svc.Namespace, svc.Name, svc.Spec.Ports[0].Port)
+		}
+		for _, verb := range []string{ext.FilterVerb, ext.PrioritizeVerb} {
+			if _, pattern := h.(interface {
+				Handler(*http.Request) (http.Handler, string)
+			}).Handler(&http.Request{Method: "POST", URL: &url.URL{Path: "/" + verb}}); pattern == "" {
+				t.Errorf("%s: the extender serves no POST /%s", name, verb)
+			}
+		}
 	}
-	dep := find[appsv1.Deployment](t, docs, "Deployment", "warmd-extender")
-	c := dep.Spec.Template.Spec.Containers[0]
-	if c.Args[0] != "extender" || !slices.Contains(c.Args, ":8888") || c.Ports[0].ContainerPort != 8888 {
+	if !reflect.DeepEqual(secondCfg.Extenders, mainCfg.Extenders) {
+		t.Errorf("the two routes call the extender differently:\n%+v\n%+v", secondCfg.Extenders, mainCfg.Extenders)
+	}
+
+	// The example's pods are served by either route; default-scheduler only by the main one.
+	ex := find[appsv1.Deployment](t, load(t, "../examples"), "Deployment", "vllm-qwen2-5-7b")
+	sched := ex.Spec.Template.Spec.SchedulerName
+	if p := profiles(secondCfg); !slices.Equal(p, []string{sched}) {
+		t.Errorf("second scheduler profiles %v, want exactly the example's %q (never default-scheduler)", p, sched)
+	}
+	if p := profiles(mainCfg); !slices.Contains(p, "default-scheduler") || !slices.Contains(p, sched) {
+		t.Errorf("main scheduler profiles %v, want default-scheduler and %q", p, sched)
+	}
+	if mainCfg.ClientConnection.Kubeconfig == "" {
+		t.Error("main-scheduler config has no clientConnection.kubeconfig: with --config, kube-scheduler ignores --kubeconfig")
+	}
+	if le := mainCfg.LeaderElection; le.ResourceName != "" && le.ResourceName != "kube-scheduler" {
+		t.Errorf("main scheduler lease %q: system:kube-scheduler may only use kube-scheduler", le.ResourceName)
+	}
+
+	// The second scheduler's Lease is the one its Role grants; its Deployment reads this config.
+	le := secondCfg.LeaderElection
+	role := find[rbacv1.Role](t, second, "Role", "warmd-scheduler-lease")
+	if le.ResourceNamespace != role.Namespace || !slices.Contains(role.Rules[0].ResourceNames, le.ResourceName) {
+		t.Errorf("lease %s/%s, Role %s grants %v", le.ResourceNamespace, le.ResourceName, role.Namespace, role.Rules[0].ResourceNames)
+	}
+	dep := find[appsv1.Deployment](t, second, "Deployment", "warmd-scheduler")
+	pod := dep.Spec.Template.Spec
+	if pod.ServiceAccountName != "warmd-scheduler" || pod.Volumes[0].ConfigMap == nil || pod.Volumes[0].ConfigMap.Name != cm.Name ||
+		!slices.Contains(pod.Containers[0].Command, "--config="+pod.Containers[0].VolumeMounts[0].MountPath+"/config.yaml") {
+		t.Errorf("scheduler Deployment does not run with %s: %+v", cm.Name, pod)
+	}
+
+	ed := find[appsv1.Deployment](t, docs, "Deployment", "warmd-extender")
+	c := ed.Spec.Template.Spec.Containers[0]
+	if c.Args[0] != "extender" || !slices.Contains(c.Args, ":8888") || c.Ports[0].ContainerPort != 8888 || !slices.Contains(c.Args, "--leader-elect") {
 		t.Errorf("container = %+v", c)
 	}
-	if dep.Spec.Template.Spec.ServiceAccountName != "warmd-extender" {
-		t.Errorf("serviceAccountName = %q", dep.Spec.Template.Spec.ServiceAccountName)
+	if ed.Spec.Template.Spec.ServiceAccountName != "warmd-extender" {
+		t.Errorf("serviceAccountName = %q", ed.Spec.Template.Spec.ServiceAccountName)
 	}
-	// the verbs are the handler's routes
-	h := extender.New(extender.Config{}, extender.NewIndex(), nil, nil).Handler()
-	for _, verb := range []string{ext.FilterVerb, ext.PrioritizeVerb} {
-		if _, pattern := h.(interface {
-			Handler(*http.Request) (http.Handler, string)
-		}).Handler(&http.Request{Method: "POST", URL: &url.URL{Path: "/" + verb}}); pattern == "" {
-			t.Errorf("the extender serves no POST /%s", verb)
+}
+
+// TestMonitorsAndScalersSelectWhatExists: every ServiceMonitor selects a Service of these manifests
+// on a port it has, and the ScaledObject scales the example's Deployment.
+func TestMonitorsAndScalersSelectWhatExists(t *testing.T) {
+	services := append(load(t, "."), load(t, "..")...)
+	for _, d := range append(load(t, "monitoring"), load(t, "../monitoring")...) {
+		if d.obj.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		sel, _, _ := unstructured.NestedStringMap(d.obj.Object, "spec", "selector", "matchLabels")
+		ns, _, _ := unstructured.NestedStringSlice(d.obj.Object, "spec", "namespaceSelector", "matchNames")
+		eps, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "endpoints")
+		matched := false
+		for _, s := range services {
+			if s.obj.GetKind() != "Service" || !slices.Contains(ns, s.obj.GetNamespace()) {
+				continue
+			}
+			labels := s.obj.GetLabels()
+			ok := len(sel) > 0
+			for k, v := range sel {
+				ok = ok && labels[k] == v
+			}
+			if !ok {
+				continue
+			}
+			matched = true
+			ports, _, _ := unstructured.NestedSlice(s.obj.Object, "spec", "ports")
+			for _, ep := range eps {
+				want := ep.(map[string]any)["port"]
+				if !slices.ContainsFunc(ports, func(p any) bool { return p.(map[string]any)["name"] == want }) {
+					t.Errorf("ServiceMonitor %s scrapes port %v, Service %s has %v", d.obj.GetName(), want, s.obj.GetName(), ports)
+				}
+			}
+		}
+		if !matched {
+			t.Errorf("ServiceMonitor %s (%s) selects no Service", d.obj.GetName(), d.file)
+		}
+	}
+	examples := load(t, "../examples")
+	for _, so := range load(t, "keda") {
+		ref, _, _ := unstructured.NestedStringMap(so.obj.Object, "spec", "scaleTargetRef")
+		if !slices.ContainsFunc(examples, func(d doc) bool {
+			return d.obj.GetKind() == ref["kind"] && d.obj.GetName() == ref["name"] && d.obj.GetNamespace() == so.obj.GetNamespace()
+		}) {
+			t.Errorf("ScaledObject %s scales %s %s/%s, which manifests/examples does not create", so.obj.GetName(), ref["kind"], so.obj.GetNamespace(), ref["name"])
 		}
 	}
 }
@@ -209,7 +334,7 @@ func TestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	for _, d := range load(t, ".") {
+	for _, d := range loadAll(t) {
 		gvk := d.obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -222,5 +347,91 @@ func TestApply(t *testing.T) {
 		if _, err := r.Apply(ctx, d.obj.GetName(), d.obj, metav1.ApplyOptions{FieldManager: "warmd-extender-manifests-test", Force: true}); err != nil {
 			t.Errorf("apply %s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
 		}
+	}
+}
+
+// TestRBACOnAPIServer applies the manifests and asks the API server what the two identities may
+// do: the extender elects its leader with its own Lease (run for real with its identity) and may
+// touch no other Lease; the second scheduler may bind pods and use its Lease, not the main one's.
+func TestRBACOnAPIServer(t *testing.T) {
+	env := kubeenv.Start(t)
+	ctx := context.Background()
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "warmd"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
+	for _, d := range loadAll(t) {
+		gvk := d.obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
+		}
+		if _, err := ri.Apply(ctx, d.obj.GetName(), d.obj, metav1.ApplyOptions{FieldManager: "rbac-test", Force: true}); err != nil {
+			t.Fatalf("apply %s: %v", d.file, err)
+		}
+	}
+	can := func(sa, verb, group, resource, ns, name string) bool {
+		t.Helper()
+		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:warmd:" + sa,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:warmd", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	for _, tc := range []struct {
+		sa, verb, group, resource, ns, name string
+		want                                bool
+	}{
+		{"warmd-extender", "update", "coordination.k8s.io", "leases", "warmd", "warmd-extender", true},
+		{"warmd-extender", "update", "coordination.k8s.io", "leases", "warmd", "warmd-scheduler", false},
+		{"warmd-extender", "update", "coordination.k8s.io", "leases", "kube-system", "kube-scheduler", false},
+		{"warmd-extender", "patch", "", "nodes", "", "n1", false},
+		{"warmd-scheduler", "create", "", "pods/binding", "default", "p", true},
+		{"warmd-scheduler", "update", "coordination.k8s.io", "leases", "warmd", "warmd-scheduler", true},
+		{"warmd-scheduler", "get", "", "configmaps", "kube-system", "extension-apiserver-authentication", true},
+		{"warmd-scheduler", "update", "coordination.k8s.io", "leases", "warmd", "warmd-extender", false},
+	} {
+		if got := can(tc.sa, tc.verb, tc.group, tc.resource, tc.ns, tc.name); got != tc.want {
+			t.Errorf("%s %s %s %s/%s: allowed %v, want %v", tc.sa, tc.verb, tc.resource, tc.ns, tc.name, got, tc.want)
+		}
+	}
+
+	// The extender's election, as its ServiceAccount.
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:warmd:warmd-extender",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:warmd", "system:authenticated"}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l := extender.NewLeader(true)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Run(ectx, cs, extender.LeaseOptions{Namespace: "warmd", Name: "warmd-extender", Identity: "pod-a"}, slog.New(slog.DiscardHandler))
+	}()
+	for !l.IsLeader() && ectx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	became := l.IsLeader()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("election: %v", err)
+	}
+	if !became {
+		t.Fatal("the extender's ServiceAccount never became leader with the shipped RBAC")
 	}
 }
