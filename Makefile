@@ -11,7 +11,7 @@ LDFLAGS := -X warmd.io/warmd/pkg/version.Version=$(VERSION)
 # yourself to override.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build image test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender lint soak e2e clean
+.PHONY: all build image chart test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender lint soak e2e clean
 
 all: build
 
@@ -23,6 +23,11 @@ build:
 ## _output/image; IMAGE=registry/repo:tag also pushes it. Ends with "image: ... digest sha256:...".
 image:
 	VERSION=$(VERSION) scripts/image.sh
+
+## chart: package charts/warmd into _output/charts with appVersion = the tag `make image` builds (VERSION)
+chart:
+	@helm=$$(scripts/tools.sh helm | tail -1)/helm && mkdir -p _output/charts && \
+	  $$helm lint --strict charts/warmd && $$helm package charts/warmd --app-version $(VERSION) -d _output/charts
 
 ## testbin: build/install the real services the tests run (cached per machine by their pins)
 testbin:
