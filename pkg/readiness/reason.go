@@ -29,6 +29,7 @@ var (
 		{"verification failed: a file does not match its checksum", []string{"verification failed"}},
 		{"disk full", []string{"disk full", "no space left"}},
 		{"over the weights budget", []string{"weights budget exceeded"}},
+		{"the sha256 manifest is unreadable or not a sha256sum list", []string{"sha256 manifest"}},
 		{"the source lists an unsafe file name", []string{"unsafe path"}},
 		{"a symlink is in the way under the data dir", []string{"a symlink is in the way"}},
 		{"no files match the source and globs", []string{"no files under", "no files match"}},

@@ -18,6 +18,7 @@ func TestClassify(t *testing.T) {
 		{weightsPhrases, "model layout invalid: config.json is missing (vLLM needs it)", "the files are not a loadable model (config.json missing)"},
 		{weightsPhrases, "verification failed: SHA256SUMS line 3: CANARY-SECRET-TOKEN", "verification failed: a file does not match its checksum"},
 		{weightsPhrases, "write staging: disk full: 12 GiB needed", "disk full"},
+		{weightsPhrases, `model m: sha256 manifest "SHA256SUMS" line 1 is not a "<64 hex digits>  <file>" line`, "the sha256 manifest is unreadable or not a sha256sum list"},
 		{weightsPhrases, "list s3://b/p/: unsafe path \"../x\": climbs", "the source lists an unsafe file name"},
 		{weightsPhrases, "operation error S3: ListObjectsV2, https response error StatusCode: 403, api error AccessDenied", "the store refused access"},
 		{weightsPhrases, "dial tcp 10.0.0.1:443: connect: connection refused", "the store is unreachable"},
