@@ -37,17 +37,8 @@ hostarch=$(go env GOHOSTARCH)
 triplet() { case $1 in amd64) echo x86_64-linux-gnu ;; arm64) echo aarch64-linux-gnu ;; *) log "unsupported arch $1"; exit 2 ;; esac; }
 debarch() { echo "$1"; } # Debian and Go name amd64 and arm64 alike
 
-apt_install() { # apt_install pkg... (only the missing ones)
-  local missing=() p
-  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
-    apt-get update -q >/dev/null 2>&1 || true
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
 
 # sysroot <arch>: print a directory holding Debian's libc6 for arch (unpacked, with the dpkg status
 # and file list imagebuild reads), cached by version.

@@ -13,25 +13,16 @@ cd "$(dirname "$0")/.."
 export GOFLAGS=-buildvcs=false
 
 HELM_VERSION=v4.3.2
-pins=$( { grep -E '^go ' go.mod; cat hack/tools/helm/go.mod hack/tools/helm/go.sum scripts/tools.sh; } | sha256sum | cut -c1-16)
+# Keyed by what decides the binary (not this whole script, so editing the Debian list rebuilds nothing).
+pins=$( { grep -E '^go ' go.mod; echo "$HELM_VERSION"; cat hack/tools/helm/go.mod hack/tools/helm/go.sum; } | sha256sum | cut -c1-16)
 cache=${WARMD_TESTBIN_CACHE:-$HOME/.cache/warmd-testbin}
 dir=$cache/tools-$pins
 log() { echo "tools: $*" >&2; }
 mkdir -p "$dir"
 
-debian() {
-  local missing=() p
-  for p in prometheus qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "apt-get install ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
-    apt-get update -q >/dev/null 2>&1 || true
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-  fi
-}
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+debian() { apt_install prometheus qemu-user-static gcc-aarch64-linux-gnu libc6-dev-arm64-cross; }
 
 helm() {
   [ -x "$dir/helm" ] && return 0

@@ -321,9 +321,10 @@ func TestKEDAQueriesUseExportedMetrics(t *testing.T) {
 	}
 }
 
-// TestApply server-side-applies every document to a real kube-apiserver (after the warmd namespace
-// that manifests/ creates).
-func TestApply(t *testing.T) {
+// applyAll server-side-applies every document to a real kube-apiserver (after the warmd namespace
+// that manifests/ creates) and returns the server.
+func applyAll(t *testing.T) *kubeenv.Env {
+	t.Helper()
 	env := kubeenv.Start(t)
 	ctx := context.Background()
 	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "warmd"}}, metav1.CreateOptions{}); err != nil {
@@ -345,39 +346,18 @@ func TestApply(t *testing.T) {
 			r = dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
 		}
 		if _, err := r.Apply(ctx, d.obj.GetName(), d.obj, metav1.ApplyOptions{FieldManager: "warmd-extender-manifests-test", Force: true}); err != nil {
-			t.Errorf("apply %s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
+			t.Fatalf("apply %s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
 		}
 	}
+	return env
 }
 
-// TestRBACOnAPIServer applies the manifests and asks the API server what the two identities may
-// do: the extender elects its leader with its own Lease (run for real with its identity) and may
+// TestApplyAndRBAC applies the manifests to a real API server, then asks it what the two identities
+// may do: the extender elects its leader with its own Lease (run for real with its identity) and may
 // touch no other Lease; the second scheduler may bind pods and use its Lease, not the main one's.
-func TestRBACOnAPIServer(t *testing.T) {
-	env := kubeenv.Start(t)
+func TestApplyAndRBAC(t *testing.T) {
+	env := applyAll(t)
 	ctx := context.Background()
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "warmd"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
-	for _, d := range loadAll(t) {
-		gvk := d.obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
-		}
-		if _, err := ri.Apply(ctx, d.obj.GetName(), d.obj, metav1.ApplyOptions{FieldManager: "rbac-test", Force: true}); err != nil {
-			t.Fatalf("apply %s: %v", d.file, err)
-		}
-	}
 	can := func(sa, verb, group, resource, ns, name string) bool {
 		t.Helper()
 		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
