@@ -234,7 +234,10 @@ func TestChartValues(t *testing.T) {
 		"string:nodeSelector.nvidia\\.com/gpu\\.present=true", "tolerations[0].key=example.com/gpu", "tolerations[0].operator=Exists",
 		"runtimeClassName=nvidia", "resources.limits.memory=4Gi", "hostPaths.containerdSocket=/run/k3s/containerd/containerd.sock",
 		"startupTaint=false", "priorityClass.create=false", "priorityClass.name=", "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/warmd",
-		"config.weights.budget=1Ti", "extender.enabled=true", "extender.leaderElect=false")
+		"config.weights.budget=1Ti", "extender.enabled=true", "extender.leaderElect=false",
+		"envFrom[0].secretRef.name=warmd-s3", "env[0].name=EXTRA", "string:env[0].value=1",
+		"extraVolumes[0].name=gpu", "extraVolumes[0].configMap.name=inv", "extraVolumeMounts[0].name=gpu", "extraVolumeMounts[0].mountPath=/etc/inv",
+		"extender.tolerations[0].key=warmd.io/cold", "extender.tolerations[0].operator=Exists")
 	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
 	for _, d := range docs {
 		if _, _, err := codecs.UniversalDeserializer().Decode(d.raw, nil, nil); err != nil {
@@ -261,6 +264,12 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("containerd hostPath %s", v.HostPath.Path)
 		}
 	}
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "warmd-s3" || c.Env[len(c.Env)-1].Name != "EXTRA" || c.Env[0].Name != "NODE_NAME" {
+		t.Errorf("env %+v envFrom %+v", c.Env, c.EnvFrom)
+	}
+	if v := pod.Volumes[len(pod.Volumes)-1]; v.Name != "gpu" || v.ConfigMap == nil || c.VolumeMounts[len(c.VolumeMounts)-1].MountPath != "/etc/inv" {
+		t.Errorf("extra volume %+v mounts %+v", v, c.VolumeMounts)
+	}
 	cm := typed[corev1.ConfigMap](t, docs, "ConfigMap", "warmd-config")
 	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
@@ -281,6 +290,9 @@ func TestChartValues(t *testing.T) {
 	ext := typed[appsv1.Deployment](t, docs, "Deployment", "warmd-extender")
 	if args := ext.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, "--leader-elect") || !slices.Contains(args, "--filter-failed") {
 		t.Errorf("extender args %v", args)
+	}
+	if tl := ext.Spec.Template.Spec.Tolerations; len(tl) != 1 || tl[0].Key != readiness.TaintCold {
+		t.Errorf("extender tolerations %+v", tl)
 	}
 
 	// A digest that is not one fails with a fix.
