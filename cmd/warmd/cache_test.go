@@ -14,6 +14,7 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/cache/cachetest"
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/datadir"
 )
 
 func runCache(t *testing.T, args ...string) (string, string, error) {
@@ -103,5 +104,27 @@ func TestCacheExportImportLs(t *testing.T) {
 	_, _, err = runCache(t, "ls", "--data-dir", t.TempDir())
 	if !errors.As(err, &ee) || ee.Code != 2 {
 		t.Fatalf("ls without a SKU: %v, want exit 2", err)
+	}
+}
+
+// TestCacheWritersTakeTheDataDirLock: with another CLI writer holding the data dir (no daemon socket
+// to go through), import and pull refuse, naming the holder, and write nothing.
+func TestCacheWritersTakeTheDataDirLock(t *testing.T) {
+	const sku = "nvidia-h200.sm90.cuda13.0.drv580-1a2b3c4d"
+	dir := t.TempDir()
+	lock, err := datadir.Acquire(dir, datadir.Holder{Command: "warmd prefetch weights"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	bundle := filepath.Join(t.TempDir(), "triton", "b.tar.zst")
+	os.MkdirAll(filepath.Dir(bundle), 0o755)
+	os.WriteFile(bundle, []byte("not read"), 0o644)
+	_, _, err = runCache(t, "import", "--data-dir", dir, "--sku", sku, bundle)
+	if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), "warmd prefetch weights") {
+		t.Fatalf("import beside another writer: %v, want the lock error naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "compile-cache")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused import created the compile-cache dir (%v)", err)
 	}
 }

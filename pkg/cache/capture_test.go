@@ -164,7 +164,7 @@ func TestWatcherQuietPeriod(t *testing.T) {
 	root := t.TempDir()
 	clock := time.Unix(1000, 0)
 	now := func() time.Time { return clock }
-	w, err := NewWatcher(root, time.Minute, now)
+	w, err := NewWatcher(openRoot(t, root), time.Minute, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		p.log.Warn("initial compile-cache restore failed; retrying later", "err", err)
 	}
 	p.publishMgr(mgr, "ready")
-	w, err := NewWatcher(mgr.Layout().Root(), cc.QuietPeriod.Duration, nil)
+	w, err := NewWatcher(mgr.r.tree, cc.QuietPeriod.Duration, nil)
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", mgr.Layout().Root(), err)
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"warmd.io/warmd/pkg/fsroot"
 )
 
 // Watcher watches a SKU tree recursively and says when it has been quiet long enough to capture.
@@ -17,8 +18,14 @@ import (
 // scanned, for files written before its watch existed). When the kernel queue overflows, events are
 // lost: the watcher then re-adds every dir and reports the tree dirty, and capture's full scan finds
 // whatever the lost events named.
+//
+// The tree is pod-written. Dirs to watch are found by walking it by handle (fsroot), never through a
+// link, so a pod that swaps a dir for a link to / cannot make warmd walk the host and spend the node's
+// inotify watches (which the kubelet and containerd need too). inotify itself takes a path: in the
+// instant between the walk and the add, a swap can still put one watch on the link's target; that
+// only ever costs a spurious "dirty", and the scan it triggers goes by handle too.
 type Watcher struct {
-	root  string
+	tree  *fsroot.Root
 	quiet time.Duration
 	now   func() time.Time
 
@@ -30,8 +37,8 @@ type Watcher struct {
 	Overflows int
 }
 
-// NewWatcher starts watching root.
-func NewWatcher(root string, quiet time.Duration, now func() time.Time) (*Watcher, error) {
+// NewWatcher starts watching tree.
+func NewWatcher(tree *fsroot.Root, quiet time.Duration, now func() time.Time) (*Watcher, error) {
 	if now == nil {
 		now = time.Now
 	}
@@ -39,8 +46,8 @@ func NewWatcher(root string, quiet time.Duration, now func() time.Time) (*Watche
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{root: root, quiet: quiet, now: now, w: fw}
-	w.addTree(root)
+	w := &Watcher{tree: tree, quiet: quiet, now: now, w: fw}
+	w.addTree(fsroot.Path{})
 	w.dirty, w.lastEvent = true, now() // capture what is already there once the tree is quiet
 	return w, nil
 }
@@ -48,19 +55,32 @@ func NewWatcher(root string, quiet time.Duration, now func() time.Time) (*Watche
 // Close stops the watch.
 func (w *Watcher) Close() error { return w.w.Close() }
 
-func (w *Watcher) addTree(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+// addTree watches dir (a path of the tree) and every dir below it, walked by handle.
+func (w *Watcher) addTree(dir fsroot.Path) {
+	if fi, err := w.tree.Lstat(dir); err != nil || !fi.IsDir() {
+		return // gone, or a link: never watched, never walked
+	}
+	_ = w.w.Add(w.tree.Name(dir))
+	_ = w.tree.WalkDir(dir, func(p fsroot.Path, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
 			return nil
 		}
-		if d.IsDir() {
-			if ignored(filepath.ToSlash(d.Name())) && p != dir {
-				return filepath.SkipDir
-			}
-			_ = w.w.Add(p) // a dir that vanished meanwhile is fine
+		if ignored(d.Name()) {
+			return fs.SkipDir
 		}
+		_ = w.w.Add(w.tree.Name(p)) // a dir that vanished meanwhile is fine
 		return nil
 	})
+}
+
+// rel turns an event's name back into a path of the tree; ok is false for anything else.
+func (w *Watcher) rel(name string) (fsroot.Path, bool) {
+	rest, ok := strings.CutPrefix(name, w.tree.Dir()+"/")
+	if !ok {
+		return fsroot.Path{}, false
+	}
+	p, err := fsroot.ParsePath(rest)
+	return p, err == nil
 }
 
 // Run consumes events until ctx ends.
@@ -74,8 +94,8 @@ func (w *Watcher) Run(ctx context.Context) {
 				return
 			}
 			if ev.Has(fsnotify.Create) {
-				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-					w.addTree(ev.Name)
+				if p, ok := w.rel(ev.Name); ok {
+					w.addTree(p)
 				}
 			}
 			w.touch()
@@ -95,7 +115,7 @@ func (w *Watcher) handleError(err error) {
 		w.mu.Lock()
 		w.Overflows++
 		w.mu.Unlock()
-		w.addTree(w.root)
+		w.addTree(fsroot.Path{})
 	}
 	w.touch()
 }
