@@ -56,12 +56,14 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 	for _, comp := range Components {
 		sc, err := m.scan(comp, writers, false)
 		if err != nil {
+			_ = g.Wait() // chunks of earlier components finish before res is handed back
 			return res, err
 		}
-		cands := sc.cands
+		mu.Lock() // workers of the previous component may be adding to res
 		res.Pending += sc.pending
 		res.Skipped += sc.skipped
-		for _, chunk := range m.chunks(cands) {
+		mu.Unlock()
+		for _, chunk := range m.chunks(sc.cands) {
 			g.Go(func() error {
 				if err := gctx.Err(); err != nil {
 					return err
