@@ -176,34 +176,44 @@ func (p Path) HasPrefix(q Path) bool {
 	return q.s == "" || p.s == q.s || strings.HasPrefix(p.s, q.s+"/")
 }
 
-// SymlinkTarget checks that a symlink at link with this target, read the way the kernel would
-// (relative to the link's directory), stays inside the Root: the target is relative, free of NUL,
-// at most MaxPathLen bytes, and its ".." steps never climb above the Root. Only the text is judged;
-// a Root never follows links itself, so intermediate links in the target cannot matter to warmd,
-// and the check keeps what warmd creates or restores from pointing a reader outside.
+// SymlinkTarget checks that a symlink at link with this target cannot lead a reader out of the Root,
+// however the Root's other links are arranged: the target is relative, at most MaxPathLen bytes, its
+// ".." elements come only at its start and are no more than the link's own depth, and every element
+// after them is a plain name (no ".", "..", empty, NUL or control characters). A lexical check of the
+// whole text is not enough: with s -> ".", the target "s/s/../.." is lexically inside the Root but
+// climbs two levels above it. With ".." only as a prefix, each climb applies to the real directory
+// holding the link (a Root creates links only at real paths, never through one), and every later
+// element descends or is itself a link held to the same rule.
 func SymlinkTarget(link Path, target string) error {
+	bad := func(reason string) error { return &PathError{Name: target, Reason: reason} }
 	switch {
 	case target == "":
-		return &PathError{Name: target, Reason: "empty symlink target"}
+		return bad("empty symlink target")
 	case len(target) > MaxPathLen:
-		return &PathError{Name: target, Reason: fmt.Sprintf("symlink target longer than %d bytes", MaxPathLen)}
+		return bad(fmt.Sprintf("symlink target longer than %d bytes", MaxPathLen))
 	case target[0] == '/':
-		return &PathError{Name: target, Reason: "absolute symlink target; targets must be relative and stay inside their root"}
-	case strings.IndexByte(target, 0) >= 0:
-		return &PathError{Name: target, Reason: "symlink target contains a NUL byte"}
+		return bad("absolute symlink target; targets must be relative and stay inside their root")
+	case !utf8.ValidString(target):
+		return bad("symlink target is not valid UTF-8")
 	}
-	depth := link.Dir().Depth()
+	depth, up, plain := link.Dir().Depth(), 0, false
 	for _, c := range strings.Split(target, "/") {
-		switch c {
-		case "", ".":
-		case "..":
-			if depth == 0 {
-				return &PathError{Name: target, Reason: fmt.Sprintf("symlink target climbs above the root from %s", link)}
+		if c == ".." {
+			if plain {
+				return bad(`symlink target climbs ("..") after descending; only leading ".." elements are allowed`)
 			}
-			depth--
-		default:
-			depth++
+			if up++; up > depth {
+				return bad(fmt.Sprintf("symlink target climbs above the root from %s", link))
+			}
+			continue
 		}
+		if r := componentProblem(c); r != "" {
+			return bad("symlink target: " + r)
+		}
+		plain = true
+	}
+	if !plain {
+		return bad("symlink target names no entry (only \"..\" elements)")
 	}
 	return nil
 }
