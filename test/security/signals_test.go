@@ -7,11 +7,13 @@ package security
 // (no half-printed table, no file under a final path).
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,4 +203,59 @@ func TestSignalPrefetchWeights(t *testing.T) {
 		t.Fatalf("rerun after the signal: exit %d\n%s", r.Code, r.Output())
 	}
 	w.Check()
+}
+
+// TestSignalCacheImport: `warmd cache import` of a bundle that materialises 2 GiB stops within a
+// second of SIGTERM (at whatever step it is: scanning, verifying or extracting), records nothing and
+// leaves no file of the bundle in the SKU tree; a rerun imports it.
+func TestSignalCacheImport(t *testing.T) {
+	w := newCacheWorld(t)
+	var entries []entry
+	for i := range 8 {
+		entries = append(entries, entry{name: fmt.Sprintf("KEY%02d/kernel.cubin", i), typ: tar.TypeReg, size: 256 << 20})
+	}
+	bundle, _ := hostileBundle(t, w.SKU, "triton", entries, nil)
+	file := filepath.Join(w.Work, "bundles", "triton", "big.tar.zst")
+	must(t, os.MkdirAll(filepath.Dir(file), 0o755))
+	must(t, os.WriteFile(file, bundle, 0o644))
+	args := []string{"cache", "import", "--data-dir", w.DataDir, "--sku", w.SKU, file}
+
+	for _, after := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond} {
+		p := w.startBusy(nil, args...)
+		time.Sleep(after)
+		select {
+		case <-p.exited:
+			t.Fatalf("the import of 2 GiB finished within %s; the case needs a slower one:\n%s", after, p.err.String())
+		default:
+		}
+		if code := p.signal(t, syscall.SIGTERM); code != 128+int(syscall.SIGTERM) {
+			t.Errorf("signalled after %s: exit %d, want %d\n%s", after, code, 128+int(syscall.SIGTERM), p.err.String())
+		}
+		if got := filesUnder(t, w.Tree("triton")); len(got) > 0 {
+			t.Errorf("signalled after %s: the stopped import left %v in the SKU tree", after, got)
+		}
+		if out := w.Warmd("cache", "ls", "--data-dir", w.DataDir, "--sku", w.SKU, "-o", "json"); strings.Contains(out.Stdout, "KEY0") {
+			t.Errorf("signalled after %s: the stopped import was recorded:\n%s", after, out.Stdout)
+		}
+	}
+	if r := w.Warmd(args...); r.Code != 0 {
+		t.Fatalf("rerun after the signals: exit %d\n%s", r.Code, r.Output())
+	}
+	if got := filesUnder(t, w.Tree("triton")); len(got) != len(entries) {
+		t.Errorf("the rerun imported %d files, want %d", len(got), len(entries))
+	}
+	w.Check()
+}
+
+// filesUnder lists the regular files below dir (none if it does not exist).
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && de.Type().IsRegular() {
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	return out
 }
