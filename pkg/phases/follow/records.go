@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
 )
@@ -20,15 +21,41 @@ type recordsFile struct {
 	Records []phases.Record `json:"records"` // oldest first
 }
 
-func (f *Follower) recordsPath() string { return filepath.Join(f.opts.StateDir, "phases.json") }
+func (f *Follower) recordsPath() string { return filepath.Join(f.opts.StateDir, recordsFileName) }
+
+// recordsFileName is the records file in the state dir; maxRecordsFile bounds reading it back (the
+// kept records are a few KiB each).
+const (
+	recordsFileName = "phases.json"
+	maxRecordsFile  = 64 << 20
+)
+
+// stateRoot opens the dir of path (warmd's own state dir, created if missing) as an fsroot Root, so
+// the records file is read and replaced without following a link, and returns path's name in it.
+func stateRoot(path string) (*fsroot.Root, fsroot.Path, error) {
+	name, err := fsroot.ParsePath(filepath.Base(path))
+	if err != nil {
+		return nil, fsroot.Path{}, err
+	}
+	r, err := fsroot.Open(filepath.Dir(path))
+	if err != nil {
+		return nil, fsroot.Path{}, fmt.Errorf("open state dir: %w", err)
+	}
+	return r, name, nil
+}
 
 func loadRecords(path string) ([]phases.Record, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	r, name, err := stateRoot(path)
+	if err != nil {
+		return nil, fmt.Errorf("read phases records %s: %w", path, err)
+	}
+	defer r.Close()
+	b, err := r.ReadFile(name, maxRecordsFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read phases records %s: %w", path, err)
+		return nil, fmt.Errorf("read phases records: %w", err)
 	}
 	var rf recordsFile
 	if err := json.Unmarshal(b, &rf); err != nil {
@@ -37,39 +64,20 @@ func loadRecords(path string) ([]phases.Record, error) {
 	return rf.Records, nil
 }
 
-// saveRecords writes the records atomically: temp file, fsync, rename, fsync the dir. A crash leaves
-// either the old file or the new one, never a torn one.
+// saveRecords writes the records with fsroot's atomic writer (temp file, fsync, rename, fsync the
+// dir): a crash leaves either the old file or the new one, never a torn one.
 func saveRecords(path string, recs []phases.Record) error {
 	b, err := json.MarshalIndent(recordsFile{Version: 1, Records: recs}, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode phases records: %w", err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create state dir %s: %w", dir, err)
-	}
-	tmp, err := os.CreateTemp(dir, ".phases-*.json")
+	r, name, err := stateRoot(path)
 	if err != nil {
+		return fmt.Errorf("write phases records %s: %w", path, err)
+	}
+	defer r.Close()
+	if err := r.WriteFile(name, b, 0o644); err != nil {
 		return fmt.Errorf("write phases records: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write phases records %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync phases records %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close phases records %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace phases records %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: the rename is durable once the directory is
-		d.Close()
 	}
 	return nil
 }
