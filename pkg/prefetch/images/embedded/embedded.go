@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -28,6 +27,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/semaphore"
 
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
@@ -46,9 +46,17 @@ type Options struct {
 type Store struct {
 	opts    Options
 	content content.Store
-	refs    string
-	mu      sync.Mutex // serializes record writes and garbage collection
+	// root is opts.Dir: the records under refs/ are read, written (the one atomic writer) and
+	// removed through it, never through a link.
+	root *fsroot.Root
+	mu   sync.Mutex // serializes record writes and garbage collection
 }
+
+// refsDir holds one record per image name, named by the sha256 of the name.
+var refsDir = fsroot.MustPath("refs")
+
+// maxRecord bounds reading a record back (a name and a descriptor: a few hundred bytes).
+const maxRecord = 1 << 20
 
 var _ prefetch.Images = (*Store)(nil)
 
@@ -75,16 +83,24 @@ func New(opts Options) (*Store, error) {
 	if opts.Registry.Platform.OS == "" {
 		opts.Registry.Platform = platforms.DefaultSpec()
 	}
-	refs := filepath.Join(opts.Dir, "refs")
-	if err := os.MkdirAll(refs, 0o755); err != nil {
+	root, err := fsroot.Open(opts.Dir)
+	if err != nil {
 		return nil, fmt.Errorf("create embedded image store: %w", err)
 	}
+	if err := root.MkdirAll(refsDir, 0o755); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("create embedded image store: %w", err)
+	}
+	// containerd's local store does its own I/O below content/, naming blobs by validated digests
+	// (digest.Validate: a known algorithm and its hex encoding) and ingests by the sha256 of their
+	// ref, so no name from a registry becomes a path there unchecked.
 	cs, err := local.NewStore(filepath.Join(opts.Dir, "content"))
 	if err != nil {
+		root.Close()
 		return nil, fmt.Errorf("open embedded content store: %w", err)
 	}
 	opts.Log.Info("image backend ready", "backend", "embedded", "dir", opts.Dir)
-	return &Store{opts: opts, content: cs, refs: refs}, nil
+	return &Store{opts: opts, content: cs, root: root}, nil
 }
 
 // Backend implements prefetch.Images.
@@ -98,7 +114,7 @@ func (s *Store) Backend() prefetch.BackendInfo {
 func (s *Store) Content() content.Store { return s.content }
 
 // Close implements prefetch.Images.
-func (s *Store) Close() error { return nil }
+func (s *Store) Close() error { return s.root.Close() }
 
 // Resolve implements prefetch.Images.
 func (s *Store) Resolve(ctx context.Context, ref string) (prefetch.Resolved, error) {
@@ -110,6 +126,9 @@ func (s *Store) Resolve(ctx context.Context, ref string) (prefetch.Resolved, err
 func (s *Store) Pull(ctx context.Context, r prefetch.Resolved, progress func(prefetch.Progress)) error {
 	if progress == nil {
 		progress = func(prefetch.Progress) {}
+	}
+	if err := checkDigests(r); err != nil {
+		return fmt.Errorf("pull %s: %w", r.Name, err)
 	}
 	pr, err := oci.ParseRef(r.Name)
 	if err != nil {
@@ -142,9 +161,22 @@ func (s *Store) Pull(ctx context.Context, r prefetch.Resolved, progress func(pre
 	return s.write(record{Name: r.Name, Target: r.Target, Pinned: true, Managed: true, Created: time.Now().UTC()})
 }
 
-func (s *Store) path(name string) string {
+// checkDigests refuses a resolved image whose descriptors carry a digest that is not a valid one
+// (a known algorithm and its encoding): the registry wrote them, and the content store names blobs
+// by them. containerd's store checks again itself, as it does for the children it reads.
+func checkDigests(r prefetch.Resolved) error {
+	for _, d := range append([]ocispec.Descriptor{r.Target, r.Manifest, r.Config}, r.Layers...) {
+		if err := d.Digest.Validate(); err != nil {
+			return fmt.Errorf("the registry gave the invalid digest %s (%w); the image cannot be stored", fsroot.Quote(string(d.Digest)), err)
+		}
+	}
+	return nil
+}
+
+// path is the record of name: refs/<sha256 of the name>.json, warmd's own hex.
+func (s *Store) path(name string) fsroot.Path {
 	h := sha256.Sum256([]byte(name))
-	return filepath.Join(s.refs, hex.EncodeToString(h[:])+".json")
+	return refsDir.Join(fsroot.MustPath(hex.EncodeToString(h[:]) + ".json"))
 }
 
 func (s *Store) write(rec record) error {
@@ -154,30 +186,14 @@ func (s *Store) write(rec record) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.refs, ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write image record: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write image record: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write image record: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write image record: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), s.path(rec.Name)); err != nil {
+	if err := s.root.WriteFile(s.path(rec.Name), data, 0o644); err != nil {
 		return fmt.Errorf("write image record: %w", err)
 	}
 	return nil
 }
 
 func (s *Store) read(name string) (record, error) {
-	data, err := os.ReadFile(s.path(name))
+	data, err := s.root.ReadFile(s.path(name), maxRecord)
 	if errors.Is(err, fs.ErrNotExist) {
 		return record{}, fmt.Errorf("%s: %w", name, prefetch.ErrNotFound)
 	}
@@ -186,22 +202,26 @@ func (s *Store) read(name string) (record, error) {
 	}
 	var rec record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return record{}, fmt.Errorf("image record of %s is corrupt (delete %s to re-pull): %w", name, s.path(name), err)
+		return record{}, fmt.Errorf("image record of %s is corrupt (delete %s to re-pull): %w", name, s.root.Name(s.path(name)), err)
 	}
 	return rec, nil
 }
 
 func (s *Store) all() ([]record, error) {
-	ents, err := os.ReadDir(s.refs)
+	ents, err := s.root.ReadDir(refsDir)
 	if err != nil {
 		return nil, fmt.Errorf("list image records: %w", err)
 	}
 	var out []record
 	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".json" {
+		if filepath.Ext(e.Name()) != ".json" || fsroot.IsTemp(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(s.refs, e.Name()))
+		p, err := refsDir.Child(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := s.root.ReadFile(p, maxRecord)
 		if err != nil {
 			continue
 		}
@@ -287,7 +307,7 @@ func (s *Store) Release(ctx context.Context, name, policy string) error {
 		return s.write(rec)
 	case prefetch.OnRemoveRemove:
 		s.mu.Lock()
-		err := os.Remove(s.path(name))
+		err := s.root.Remove(s.path(name))
 		s.mu.Unlock()
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", name, err)
