@@ -3,6 +3,7 @@ package fsroot
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,17 +32,24 @@ func (e *PathError) Error() string {
 func (e *PathError) Unwrap() error { return ErrUnsafePath }
 
 // Quote renders an outside name for an error or a log line: Go-quoted (control and non-UTF-8 bytes
-// escaped) and cut to 128 bytes with "…" so a megabyte-long key cannot flood a log.
+// escaped) and cut, with "…", so that the quoted form stays within 130 bytes however the name is
+// made: a megabyte-long key, or one of control bytes that each quote to four, cannot flood a log.
 func Quote(name string) string {
-	const max = 128
-	if len(name) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(name[cut]) {
+	const max = 128 // bytes of the quoted text between the quotes
+	q := strconv.Quote(name)
+	if len(q) <= max+2 {
+		return q
+	}
+	cut := min(len(name), max)
+	for {
+		for cut > 0 && cut < len(name) && !utf8.RuneStart(name[cut]) {
 			cut--
 		}
-		return fmt.Sprintf("%q…", name[:cut])
+		if q = strconv.Quote(name[:cut]); len(q) <= max+2 || cut == 0 {
+			return q + "…"
+		}
+		cut--
 	}
-	return fmt.Sprintf("%q", name)
 }
 
 // Path is a validated relative path below a Root: slash-separated components, each a plain name.

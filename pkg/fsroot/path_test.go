@@ -122,4 +122,12 @@ func TestQuoteBoundsHostileNames(t *testing.T) {
 	if len(q) > 140 || strings.Contains(q, "\n") || !strings.HasSuffix(q, "…") {
 		t.Errorf("Quote of a long name = %q", q)
 	}
+	for _, name := range []string{strings.Repeat("\x03", 1000), strings.Repeat("\xff", 129), strings.Repeat("\u0085", 300)} {
+		if q := Quote(name); len(q) > 133 || !strings.HasSuffix(q, "…") {
+			t.Errorf("Quote of %d bytes that escape long = %d bytes: %s", len(name), len(q), q)
+		}
+	}
+	if q := Quote("short\n"); q != `"short\n"` {
+		t.Errorf("Quote of a short name = %s", q)
+	}
 }

@@ -223,6 +223,21 @@ func (r *Root) OpenFile(p Path, flag int, perm fs.FileMode) (*os.File, error) {
 		}
 		defer r.release(dfd)
 	}
+	if !p.IsRoot() {
+		// Look before opening, on the entry itself: a device a pod planted is refused without being
+		// opened (opening some devices acts), a link is named as such. The fstat after the open
+		// below is what decides; this only keeps the open from happening at all.
+		var pre unix.Stat_t
+		if unix.Fstatat(dfd, base, &pre, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			switch pre.Mode & unix.S_IFMT {
+			case unix.S_IFREG, unix.S_IFDIR:
+			case unix.S_IFLNK:
+				return nil, r.err("open", p, ErrSymlink)
+			default:
+				return nil, r.err("open", p, ErrNotRegular)
+			}
+		}
+	}
 	fd, err := unix.Openat(dfd, base, flag|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, uint32(perm.Perm()))
 	if err != nil {
 		if err == unix.ELOOP || err == unix.ENOTDIR {
@@ -297,6 +312,7 @@ func (r *Root) ReadFile(p Path, max int64) ([]byte, error) {
 }
 
 // ReadDir lists the directory p sorted by name; entries' types are those of the entries themselves.
+// The names are raw (a pod may have written them): make each a Path with Path.Child before use.
 func (r *Root) ReadDir(p Path) ([]fs.DirEntry, error) {
 	f, err := r.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {

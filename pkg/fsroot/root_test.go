@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"warmd.io/warmd/internal/canary"
 	"warmd.io/warmd/internal/testenv"
 )
@@ -128,6 +130,25 @@ func TestOpenRefusesFIFOsWithoutBlocking(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("ReadFile of a FIFO blocked")
+	}
+}
+
+// A device node planted in the tree is refused for every flag, without being opened.
+func TestOpenRefusesDevices(t *testing.T) {
+	r, dir := testRoot(t)
+	if err := unix.Mknod(filepath.Join(dir, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		testenv.Unavailable(t, "mknod needs root with CAP_MKNOD: "+err.Error())
+	}
+	for _, flag := range []int{os.O_RDONLY, os.O_WRONLY | os.O_TRUNC, os.O_RDWR | os.O_CREATE} {
+		if f, err := r.OpenFile(MustPath("null"), flag, 0o644); !errors.Is(err, ErrNotRegular) {
+			if f != nil {
+				f.Close()
+			}
+			t.Errorf("OpenFile(device, %#x) = %v, want ErrNotRegular", flag, err)
+		}
+	}
+	if _, err := r.ReadFile(MustPath("null"), 10); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("ReadFile(device) = %v", err)
 	}
 }
 
