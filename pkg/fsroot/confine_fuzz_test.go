@@ -30,6 +30,13 @@ func FuzzConfinement(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer r.Close()
+		// The hostile writer works through an os.Root of the same dir: like a pod, which sees only its
+		// mount, it cannot itself write outside (a link it follows resolves inside its own tree).
+		hr, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hr.Close()
 		names := []Path{MustPath("a"), MustPath("a/b"), MustPath("a/b/c"), MustPath("d"), MustPath("d/e"), MustPath("x/y/z"), MustPath("a/d"), MustPath("e")}
 		targets := []string{c.Path, filepath.Join(c.Path, "secret.txt"), "../canary", "../../canary/secret.txt", "../../../canary/etc",
 			"b", "../d", "..", ".", "/", "c/../../../canary"}
@@ -37,17 +44,18 @@ func FuzzConfinement(f *testing.F) {
 			op, arg := prog[i]%13, prog[i+1]
 			p, q := names[int(arg&7)], names[int(arg>>3&7)]
 			target := targets[int(arg>>4)%len(targets)]
-			raw := filepath.Join(dir, p.String())
 			data := []byte{op, arg}
 			switch op {
 			case 0: // the hostile writer plants a link (to anywhere) at p
-				os.MkdirAll(filepath.Dir(raw), 0o755)
-				os.RemoveAll(raw)
-				os.Symlink(target, raw)
+				if !p.Dir().IsRoot() {
+					hr.MkdirAll(p.Dir().String(), 0o755)
+				}
+				hr.RemoveAll(p.String())
+				hr.Symlink(target, p.String())
 			case 1: // the hostile writer swaps p's directory for a link to the canary
-				if d := filepath.Dir(raw); d != dir {
-					os.RemoveAll(d)
-					os.Symlink(c.Path, d)
+				if d := p.Dir(); !d.IsRoot() {
+					hr.RemoveAll(d.String())
+					hr.Symlink(c.Path, d.String())
 				}
 			case 2:
 				r.MkdirAll(p, 0o755)
