@@ -215,7 +215,7 @@ DIR/<sku>/<component>/<sha256>.tar.zst. Copy them to a node of the same SKU in t
 run 'warmd cache import'.`,
 		Example: `  warmd cache export --out /mnt/usb/warmd-caches`,
 		Args:    cobra.NoArgs,
-		RunE: func(_ *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--out is required: the dir to write bundle files to")}
 			}
@@ -224,7 +224,7 @@ run 'warmd cache import'.`,
 				return err
 			}
 			defer m.Close()
-			files, err := m.Export(out)
+			files, err := m.Export(cmd.Context(), out)
 			for _, f := range files {
 				fmt.Fprintln(s.Out, f)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -198,7 +199,9 @@ func (m *Manager) chunks(c []candidate) [][]candidate {
 
 // writeBundle packs files of comp into a new bundle file committed into dir (under its content
 // address) and returns its result and path. keep false writes it only to learn its result.
-func (m *Manager) writeBundle(dir *fsroot.Root, comp string, files []candidate, keep bool) (bundle.Result, fsroot.Path, error) {
+// writeBundle packs files into a bundle under dir; its writes fail once ctx ends, so a signal stops
+// a large export within moments and the temp file is removed.
+func (m *Manager) writeBundle(ctx context.Context, dir *fsroot.Root, comp string, files []candidate, keep bool) (bundle.Result, fsroot.Path, error) {
 	names := make([]fsroot.Path, len(files))
 	rels := make([]string, len(files))
 	for i, f := range files {
@@ -214,7 +217,7 @@ func (m *Manager) writeBundle(dir *fsroot.Root, comp string, files []candidate, 
 		return bundle.Result{}, fsroot.Path{}, fmt.Errorf("create bundle file: %w", err)
 	}
 	defer tmp.Abort() // after a Commit it does nothing
-	res, err := bundle.Write(tmp, src, names, bundle.Manifest{
+	res, err := bundle.Write(ctxWriter{ctx, tmp}, src, names, bundle.Manifest{
 		SKU: m.o.SKU, Component: comp, Node: m.o.Node, Created: m.now(), Versions: versionsOf(comp, rels),
 	})
 	if err != nil {
@@ -235,7 +238,7 @@ func (m *Manager) writeBundle(dir *fsroot.Root, comp string, files []candidate, 
 
 func (m *Manager) captureChunk(comp string, files []candidate) (*Record, error) {
 	// Node-local: the tree itself is the copy, the bundle is only written to learn its manifest.
-	res, _, err := m.writeBundle(m.r.recs, comp, files, m.share != nil)
+	res, _, err := m.writeBundle(context.Background(), m.r.recs, comp, files, m.share != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -257,8 +260,9 @@ func (m *Manager) captureChunk(comp string, files []candidate) (*Record, error) 
 }
 
 // Export writes every complete file of the SKU's tree into bundle files under dir
-// (<dir>/<sku>/<component>/<sha256>.tar.zst), for clusters that cannot reach a shared bucket.
-func (m *Manager) Export(dir string) ([]string, error) {
+// (<dir>/<sku>/<component>/<sha256>.tar.zst), for clusters that cannot reach a shared bucket. It
+// stops when ctx ends; every bundle file it listed is complete (each is committed whole).
+func (m *Manager) Export(ctx context.Context, dir string) ([]string, error) {
 	m.op.Lock()
 	defer m.op.Unlock()
 	if !filepath.IsAbs(dir) {
@@ -283,7 +287,7 @@ func (m *Manager) Export(dir string) ([]string, error) {
 			return out, fmt.Errorf("create export dir: %w", err)
 		}
 		for _, chunk := range m.chunks(sc.cands) {
-			_, p, err := m.writeBundle(cdir, comp, chunk, true)
+			_, p, err := m.writeBundle(ctx, cdir, comp, chunk, true)
 			if err != nil {
 				cdir.Close()
 				return out, fmt.Errorf("export %s: %w", comp, err)
@@ -306,3 +310,16 @@ func openSub(dir, sub string) (*fsroot.Root, error) {
 }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// ctxWriter fails writes once ctx has ended.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}

@@ -241,7 +241,7 @@ func TestExportImport(t *testing.T) {
 	a := newManager(t, skuA, nil, "")
 	cachetest.Write(a.Layout().Root(), cachetest.Small)
 	out := t.TempDir()
-	files, err := a.Export(out)
+	files, err := a.Export(context.Background(), out)
 	if err != nil || len(files) < 4 {
 		t.Fatalf("export wrote %d files (%v)", len(files), err)
 	}

@@ -259,3 +259,29 @@ func filesUnder(t *testing.T, dir string) []string {
 	})
 	return out
 }
+
+// TestSignalCacheExport: `warmd cache export` of a 2 GiB tree stops within a second of SIGINT and
+// leaves no bundle file (complete or not) in the export dir.
+func TestSignalCacheExport(t *testing.T) {
+	w := newCacheWorld(t)
+	for i := range 8 {
+		p := filepath.Join(w.Tree("triton"), fmt.Sprintf("KEY%02d", i), "kernel.cubin")
+		must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, f.Truncate(256<<20)) // holes read as zeros: 2 GiB to pack, no disk written
+		f.Close()
+	}
+	out := filepath.Join(w.Work, "export")
+	p := w.startBusy(nil, "cache", "export", "--data-dir", w.DataDir, "--sku", w.SKU, "--out", out)
+	time.Sleep(700 * time.Millisecond)
+	if code := p.signal(t, syscall.SIGINT); code != 128+int(syscall.SIGINT) {
+		t.Errorf("exit %d, want %d\n%s", code, 128+int(syscall.SIGINT), p.err.String())
+	}
+	if got := filesUnder(t, out); len(got) > 0 {
+		t.Errorf("the stopped export left %v", got)
+	}
+	w.Check()
+}
