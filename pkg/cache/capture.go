@@ -69,7 +69,7 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 				if err := gctx.Err(); err != nil {
 					return err
 				}
-				rec, err := m.captureChunk(comp, chunk)
+				rec, err := m.captureChunk(gctx, comp, chunk)
 				mu.Lock()
 				defer mu.Unlock()
 				if errors.Is(err, fs.ErrInvalid) || errors.Is(err, fs.ErrNotExist) {
@@ -236,9 +236,9 @@ func (m *Manager) writeBundle(ctx context.Context, dir *fsroot.Root, comp string
 	return res, final, nil
 }
 
-func (m *Manager) captureChunk(comp string, files []candidate) (*Record, error) {
+func (m *Manager) captureChunk(ctx context.Context, comp string, files []candidate) (*Record, error) {
 	// Node-local: the tree itself is the copy, the bundle is only written to learn its manifest.
-	res, _, err := m.writeBundle(context.Background(), m.r.recs, comp, files, m.share != nil)
+	res, _, err := m.writeBundle(ctx, m.r.recs, comp, files, m.share != nil)
 	if err != nil {
 		return nil, err
 	}
