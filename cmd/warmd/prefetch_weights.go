@@ -180,7 +180,14 @@ func adhocConfig(o prefetchWeightsOptions, source, dir string) (*config.NodeConf
 	}
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
-		return nil, "", err
+		// No API is served here, so the socket path derived from DIR is never bound.
+		var ve *config.ValidationError
+		if !errors.As(err, &ve) {
+			return nil, "", err
+		}
+		if err := ve.Without("api.socket"); err != nil {
+			return nil, "", err
+		}
 	}
 	return cfg, abs, nil
 }

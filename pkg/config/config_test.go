@@ -183,3 +183,15 @@ func TestWatchConfigMapSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestValidationErrorWithout(t *testing.T) {
+	e := &ValidationError{Problems: []FieldError{{Path: "api.socket", Msg: "long"}, {Path: "dataDir", Msg: "relative"}}}
+	rest := e.Without("api.socket")
+	var ve *ValidationError
+	if !errors.As(rest, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Path != "dataDir" {
+		t.Fatalf("Without(api.socket) = %v, want only the dataDir problem", rest)
+	}
+	if err := ve.Without("dataDir"); err != nil {
+		t.Errorf("Without every field = %v, want nil", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -54,6 +55,22 @@ func (e *ValidationError) Error() string {
 type problems []FieldError
 
 func (p *problems) add(path, msg, hint string) { *p = append(*p, FieldError{path, msg, hint}) }
+
+// Without returns the error less the problems at the given field paths, or nil when none remain:
+// for a caller that builds a config and never uses some of it (the ad hoc `warmd prefetch weights
+// SOURCE DIR` serves no API, so its derived socket path may be as long as DIR makes it).
+func (e *ValidationError) Without(fields ...string) error {
+	var kept []FieldError
+	for _, p := range e.Problems {
+		if !slices.Contains(fields, p.Path) {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: kept}
+}
 
 // Validate checks the defaulted config and returns a *ValidationError naming every problem, or nil.
 // Every number and duration is checked against its range (bounds.go), every path that must be
