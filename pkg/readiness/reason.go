@@ -3,8 +3,9 @@ package readiness
 import (
 	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"warmd.io/warmd/pkg/state"
 )
 
 // What warmd writes on the Node about a failure is built from its own vocabulary, never from the
@@ -129,18 +130,13 @@ func isIdentRune(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
-// cleanText makes our own text safe for a Node field: control and format characters become spaces,
-// invalid UTF-8 is dropped, and the result is cut at n bytes on a rune boundary. Everything warmd
-// writes on the Node passes through it last, as a backstop for names that came from outside (model
-// and image names are validated by pkg/config, but a Node field must not depend on that alone).
+// cleanText makes our own text safe for a Node field: state.CleanText's cleaning (control, format
+// and invalid bytes dropped), newlines and tabs turned into spaces (a field is one line), cut at n
+// bytes on a rune boundary. Everything warmd writes on the Node passes through it last, as a backstop
+// for names that came from outside (model and image names are validated by pkg/config, but a Node
+// field must not depend on that alone).
 func cleanText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return ' '
-		}
-		return r
-	}, s)
+	s = strings.NewReplacer("\n", " ", "\t", " ").Replace(state.CleanText(s))
 	return clip(s, n)
 }
 

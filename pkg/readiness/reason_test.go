@@ -84,7 +84,7 @@ func TestNothingFromAnErrorReachesTheNode(t *testing.T) {
 }
 
 func TestCleanText(t *testing.T) {
-	if got := cleanText("a\nb\x1b[0m\u202ec\xff", 100); got != "a b [0m c" {
+	if got := cleanText("a\nb\x1b[0m\u202ec\xff", 100); got != "a b[0mc" {
 		t.Errorf("cleanText = %q", got)
 	}
 	if got := cleanText(strings.Repeat("é", 100), 11); got != "éééé..." {

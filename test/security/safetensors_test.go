@@ -6,22 +6,18 @@ package security
 // rule it breaks, is not published, and that nothing outside the data dir changed.
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
-// safetensorsFile builds a safetensors file from a raw JSON header and a data buffer of n bytes.
-func safetensorsFile(header string, n int) []byte {
-	out := make([]byte, 8, 8+len(header)+n)
-	binary.LittleEndian.PutUint64(out, uint64(len(header)))
-	return append(append(out, header...), make([]byte, n)...)
-}
+// safetensorsFile is a hand-written header and a data buffer of n zero bytes.
+var safetensorsFile = fixtures.RawSafetensors
 
 func TestUnloadableModelsAreNotReady(t *testing.T) {
 	const goodConfig = `{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}`

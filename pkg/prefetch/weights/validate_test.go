@@ -9,18 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 )
 
-// st builds a safetensors file by hand: header is the raw JSON (so a case can write what no
-// serializer would: duplicate keys, bad offsets, padding), data the byte buffer.
-func st(header string, data int) []byte {
-	out := make([]byte, 8, 8+len(header)+data)
-	binary.LittleEndian.PutUint64(out, uint64(len(header)))
-	out = append(out, header...)
-	return append(out, make([]byte, data)...)
-}
+// st is fixtures.RawSafetensors: a hand-written header and a data buffer of n zero bytes.
+var st = fixtures.RawSafetensors
 
 // withLength builds a file whose length field says n, followed by rest.
 func withLength(n uint64, rest string) []byte {
