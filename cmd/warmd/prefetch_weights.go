@@ -18,6 +18,7 @@ import (
 
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
@@ -115,6 +116,11 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}
+	release, err := lockForWeights(cfg.DataDir)
+	if err != nil {
+		return &cli.ExitError{Code: 1, Err: err}
+	}
+	defer release()
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
@@ -377,4 +383,21 @@ func rateStr(bps float64) string {
 		return fmt.Sprintf("%.2f GB/s", bps/1e9)
 	}
 	return fmt.Sprintf("%.0f MB/s", bps/1e6)
+}
+
+// lockForWeights takes the data dir's lock for the run: staging, journals, blobs and records live
+// under it, and two writers would fetch the same chunks twice and race each other's publish. A
+// daemon holding it already keeps the configured models warm, so the error says to read `warmd
+// status` (or to give this command its own data dir) rather than to wait.
+func lockForWeights(dataDir string) (release func(), err error) {
+	lock, err := datadir.Acquire(dataDir, datadir.Holder{Command: "warmd prefetch weights"})
+	if err == nil {
+		return func() { lock.Release() }, nil
+	}
+	var le *datadir.LockedError
+	if errors.As(err, &le) && le.HolderKnown && le.Holder.Socket != "" {
+		return nil, fmt.Errorf("%w (the daemon already fetches this config's models: see `warmd status`; "+
+			"to fetch elsewhere, give SOURCE DIR or a config with another dataDir)", err)
+	}
+	return nil, err
 }

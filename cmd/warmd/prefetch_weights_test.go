@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"warmd.io/warmd/pkg/prefetch"
 )
@@ -80,4 +81,32 @@ func TestPrefetchWeights(t *testing.T) {
 			t.Fatalf("exit %d, output:\n%s", code, out)
 		}
 	})
+}
+
+// TestPrefetchWeightsBesideTheDaemonIsRefused: a one-shot prefetch into the data dir a daemon holds
+// would be a second writer of its staging, blobs and records; it is refused, naming the daemon.
+func TestPrefetchWeightsBesideTheDaemonIsRefused(t *testing.T) {
+	dir, _, stderr := startDaemon(t)
+	sock := filepath.Join(dir, "warmd.sock")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon never listened: %s", stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	src := t.TempDir()
+	cfg := filepath.Join(dir, "prefetch.yaml")
+	os.WriteFile(cfg, []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: "+dir+
+		"\nmodels: [{name: acme/m, source: \"file://"+src+"/\"}]\n"), 0o644)
+	out, err := warmd(t, "prefetch", "weights", "--config", cfg, "--progress", "none").CombinedOutput()
+	if code := exitCodeOf(err); code != 1 || !strings.Contains(string(out), "warmd run") || !strings.Contains(string(out), "warmd status") {
+		t.Fatalf("exit %d, output:\n%s\nwant exit 1 naming the daemon and `warmd status`", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "weights", "models--acme--m")); !os.IsNotExist(err) {
+		t.Errorf("the refused prefetch wrote under the daemon's data dir: %v", err)
+	}
 }
