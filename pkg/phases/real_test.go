@@ -124,7 +124,9 @@ func readPrefix(t *testing.T, name string, n int) string {
 
 // The 2026 ASCII-art logo carries the version (and model) beside block characters in whichever
 // file logs it, and a start that stops before the engine config still has a TP size: vLLM's
-// default 1 unless the non-default args set it. Each case is a real log cut after its args line.
+// default 1 unless the non-default args set it. Each case is a log cut after its args line: real
+// ones, and one constructed CRI log for ANSI-coloured prefixes, which the indexed copies of the
+// real logs do not keep (testdata/README).
 func TestLogoAndDefaultTP(t *testing.T) {
 	tests := []struct {
 		file           string
@@ -137,7 +139,8 @@ func TestLogoAndDefaultTP(t *testing.T) {
 		{"real-v0.15.1-tp2-hit-server-crash.log", 7, "0.15.1", "/gpt-oss-120b", 2},                 // [utils.py:325], 'tensor_parallel_size': 2
 		{"real-issue-22301-v0.10.0-config-crash.log", 4, "0.10.0", "openai/gpt-oss-120b", 1},       // one-line banner
 		{"real-v0.8.5.post1-hit.log", 3, "0.8.5.post1", "/opt/llm/deepseek-r1-14b", 1},             // args: Namespace(…, tensor_parallel_size=1, …)
-		{"real-v0.13.0-importerror-at-load.log", 2, "0.13.0", "Qwen/Qwen2.5-Coder-7B-Instruct", 1}, // ANSI-coloured prefixes
+		{"real-v0.13.0-importerror-at-load.log", 2, "0.13.0", "Qwen/Qwen2.5-Coder-7B-Instruct", 1}, // (APIServer pid=…) prefixes, no TP in args
+		{"v0.10.1-v1-download.log", 2, "0.10.1", "microsoft/Phi-3.5-mini-instruct", 1},             // ANSI-coloured prefixes in CRI framing
 		{"real-issue-club3090-178-tp2-aot-hit.log", 5, "", "", 0},                                  // no args, no config: unknown, not 1
 	}
 	for _, tc := range tests {
