@@ -19,24 +19,9 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
-	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/objstore"
 )
-
-// newCachePart builds the compile-cache part (nil when compile caches are off). Its SKU comes from the
-// gpu part's published section, so caches start once NVML identified a cacheable SKU and follow it if
-// it changes; running names the models running pods serve, whose trees are never evicted.
-func newCachePart(d daemon.Deps, running func() []string) (*cache.Part, error) {
-	return cache.NewPart(d, cache.PartOptions{SKU: nodeSKU(d.Store), RestoreInterval: d.Config.CompileCache.RestoreInterval.Duration,
-		InUse: func() []string { // the per-model vLLM trees of running pods (see cache.PodEnv)
-			var trees []string
-			for _, m := range running() {
-				trees = append(trees, "vllm/models/"+cache.ModelSlug(m))
-			}
-			return trees
-		}})
-}
 
 type cacheOptions struct {
 	dataDir    string

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/cli"
-	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml"
 	"warmd.io/warmd/pkg/status"
@@ -78,12 +77,4 @@ fails it prints what it could read, lists the failed calls, and exits 1.`,
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table, json or yaml")
 	f.BoolVar(&o.gfdLabels, "gfd-labels", false, "also show GPU Feature Discovery's nvidia.com/* label names")
 	return cmd
-}
-
-// newGPUPart is the gpu part's factory: NVML detection at start and every few minutes, published as
-// the gpu status section and warmd_gpu_* metrics. On nodes without NVML it runs the same way and
-// reports SKU "none".
-func newGPUPart(d daemon.Deps) (daemon.Part, error) {
-	return nvml.NewPart(nvml.DetectorFromEnv(gonvml.New()), d.Store, d.Metrics.GPU, d.Log.With("part", "gpu"),
-		nvml.PartOptions{GFDLabels: d.Config.GPU.GFDLabels}), nil
 }

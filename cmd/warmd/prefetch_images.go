@@ -27,12 +27,6 @@ type prefetchImagesOptions struct {
 	timeout    time.Duration
 }
 
-// newImagesPart is the images daemon part. Every model's image is wanted until the node-selector
-// wiring passes a Wants func.
-func newImagesPart(d daemon.Deps) (daemon.Part, error) {
-	return images.New(d, images.Options{}), nil
-}
-
 func newPrefetchImagesCommand(s cli.IOStreams) *cobra.Command {
 	o := prefetchImagesOptions{}
 	cmd := &cobra.Command{

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"warmd.io/warmd/pkg/assemble"
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
@@ -90,6 +91,6 @@ func runDaemon(cmd *cobra.Command, s cli.IOStreams, o runOptions) error {
 	m := metrics.New(reg)
 	store := state.New(time.Now)
 	return daemon.Run(cmd.Context(), daemon.Options{
-		ConfigPath: o.configPath, ConfigData: data, Config: cfg, Grace: o.grace, Parts: parts(),
+		ConfigPath: o.configPath, ConfigData: data, Config: cfg, Grace: o.grace, Assemble: assemble.Parts,
 	}, store, m, reg, log)
 }

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -21,8 +22,9 @@ type PartOptions struct {
 	SKU func() string
 	// Store overrides the S3 client built from the config (tests).
 	Store objstore.Store
-	// InUse is Options.InUse.
-	InUse func() []string
+	// Running returns the configured models running pods on this node serve; their per-model vLLM
+	// trees (see PodEnv) are never evicted. nil: none.
+	Running func() []string
 	// OpenWriters is Options.OpenWriters.
 	OpenWriters func() (map[FileID]bool, error)
 	// RestoreInterval is how often the SKU's index is read again. Default 10m.
@@ -55,22 +57,30 @@ type ComponentStatus struct {
 	Bundles int    `json:"bundles"`
 }
 
-// Part runs compile-cache management in the daemon.
+// Part runs compile-cache management in the daemon. It also follows the starts pkg/phases records
+// (the phases section), once each, to judge hits and count a start that compiled although its SKU's
+// cache had been restored (warmd_compile_cache_restored_but_missed_total).
 type Part struct {
-	cfg   *config.NodeConfig
 	store *state.Store
 	m     *metrics.Cache
 	log   *slog.Logger
 	o     PartOptions
 
-	mu   sync.Mutex
-	mgr  *Manager
-	last Stats // counters already added to metrics
+	mu        sync.Mutex
+	cfg       *config.NodeConfig
+	mgr       *Manager
+	last      Stats // counters already added to metrics
+	firstPass error // nil once the first pass is done (Ready)
+	reconf    chan struct{}
 }
 
-var _ daemon.Part = (*Part)(nil)
+var (
+	_ daemon.Part           = (*Part)(nil)
+	_ daemon.Reconfigurable = (*Part)(nil)
+)
 
-// NewPart builds the part; it returns nil when compile caches are disabled.
+// NewPart builds the part; it returns nil when compile caches are disabled at start (turning them
+// on takes a restart; turning them off by a reload stops the part's work).
 func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 	if d.Config.CompileCache.Disabled {
 		return nil, nil
@@ -84,7 +94,46 @@ func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 	if o.Tick <= 0 {
 		o.Tick = time.Second
 	}
-	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o}, nil
+	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
+		firstPass: errors.New("waiting for the GPU SKU key"), reconf: make(chan struct{}, 1)}, nil
+}
+
+// Reconfigure implements daemon.Reconfigurable: a change of the compileCache or s3 settings reopens
+// the SKU's tree with them (between captures); compileCache.disabled stops the work.
+func (p *Part) Reconfigure(cfg *config.NodeConfig) {
+	p.mu.Lock()
+	p.cfg = cfg
+	p.mu.Unlock()
+	select {
+	case p.reconf <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Part) config() *config.NodeConfig {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+// settings is what a running SKU tree was opened with; a reload that changes it reopens the tree.
+func settings(cfg *config.NodeConfig) string {
+	return fmt.Sprintf("%+v|%+v", cfg.CompileCache, cfg.S3)
+}
+
+// Ready implements daemon.Part: nil once the part knows the SKU and either the SKU is not cacheable
+// (nothing to do) or its tree is open and measured. The first restore from S3 does not hold it back:
+// the compileCache section shows its progress.
+func (p *Part) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstPass
+}
+
+func (p *Part) setReady(err error) {
+	p.mu.Lock()
+	p.firstPass = err
+	p.mu.Unlock()
 }
 
 // Name implements daemon.Part.
@@ -99,32 +148,45 @@ func (p *Part) Manager() *Manager {
 
 // Run implements daemon.Part.
 func (p *Part) Run(ctx context.Context) error {
+	starts := make(chan struct{})
+	go func() { defer close(starts); p.followStarts(ctx) }()
+	defer func() { <-starts }()
 	p.publish(Status{State: "waiting", Message: "waiting for the GPU SKU key"})
 	t := time.NewTicker(p.o.Tick)
 	defer t.Stop()
 	for {
 		sku := p.o.SKU()
-		if err := CheckSKU(sku); err == nil {
+		switch err := CheckSKU(sku); {
+		case p.config().CompileCache.Disabled:
+			p.setReady(nil)
+			p.publish(Status{State: "disabled", Message: "compileCache.disabled is set"})
+		case err == nil:
 			if err := p.runSKU(ctx, sku); err != nil {
 				p.log.Error("compile caches stopped", "err", err)
+				p.setReady(fmt.Errorf("compile caches stopped: %w", err))
 				p.publish(Status{State: "error", SKU: sku, Message: state.Reason(err)})
 			}
-		} else {
+		case sku == "":
+			p.publish(Status{State: "waiting", Message: "waiting for the GPU SKU key"})
+		default: // known, not cacheable: the pass is done, nothing to keep
+			p.setReady(nil)
 			p.publish(Status{State: "waiting", SKU: sku, Message: state.Reason(err)})
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-p.reconf:
 		}
 	}
 }
 
-// runSKU manages one SKU's tree until ctx ends or the SKU changes.
+// runSKU manages one SKU's tree until ctx ends, the SKU changes or a reload changes its settings.
 func (p *Part) runSKU(ctx context.Context, sku string) error {
-	cc := p.cfg.CompileCache
-	o := Options{DataDir: p.cfg.DataDir, SKU: sku, Node: p.cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
-		InUse: p.o.InUse, OpenWriters: p.o.OpenWriters, Log: p.log}
+	cfg := p.config()
+	cc := cfg.CompileCache
+	o := Options{DataDir: cfg.DataDir, SKU: sku, Node: cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
+		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log}
 	if cc.Remote != "" {
 		bucket, prefix, err := config.ParseS3URL(cc.Remote)
 		if err != nil {
@@ -132,7 +194,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		}
 		o.Store, o.Bucket, o.Prefix = p.o.Store, bucket, prefix
 		if o.Store == nil {
-			s3, err := objstore.NewS3(ctx, p.cfg.S3, objstore.Options{Log: p.log, MaxConns: 32})
+			s3, err := objstore.NewS3(ctx, cfg.S3, objstore.Options{Log: p.log, MaxConns: 32})
 			if err != nil {
 				return err
 			}
@@ -153,6 +215,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		p.mu.Unlock()
 	}()
 	p.publishMgr(mgr, "restoring")
+	p.setReady(nil)
 	if _, err := mgr.Restore(ctx); err != nil && ctx.Err() == nil {
 		p.log.Warn("initial compile-cache restore failed; retrying later", "err", err)
 	}
@@ -176,6 +239,10 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		}
 		if cur := p.o.SKU(); cur != sku {
 			p.log.Warn("SKU key changed; switching compile-cache tree", "from", sku, "to", cur)
+			return nil
+		}
+		if next := p.config(); settings(next) != settings(cfg) {
+			p.log.Info("compile-cache settings changed by a reload; reopening the tree")
 			return nil
 		}
 		acted := false
@@ -253,7 +320,7 @@ func Snapshot(mgr *Manager, st, remote string) Status {
 }
 
 func (p *Part) publishMgr(mgr *Manager, st string) {
-	s := Snapshot(mgr, st, p.cfg.CompileCache.Remote)
+	s := Snapshot(mgr, st, p.config().CompileCache.Remote)
 	for _, c := range s.Components {
 		p.m.Bytes.WithLabelValues(c.Name).Set(float64(c.Bytes))
 		p.m.Files.WithLabelValues(c.Name).Set(float64(c.Files))

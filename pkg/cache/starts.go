@@ -3,31 +3,18 @@ package cache
 import (
 	"context"
 
-	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
 )
 
-// StartsBridge tells the cache part about every vLLM start pkg/phases records, once, so the part can
-// judge hits and count a start that compiled although its SKU's cache had been restored
-// (warmd_compile_cache_restored_but_missed_total). Starts already recorded when the daemon starts were
-// reported by the previous run and are not counted again.
-type StartsBridge struct {
-	Store *state.Store
-	Cache *Part
-}
-
-var _ daemon.Part = (*StartsBridge)(nil)
-
-// Name implements daemon.Part.
-func (b *StartsBridge) Name() string { return "compile-cache-starts" }
-
-// Run follows the phases section until ctx ends.
-func (b *StartsBridge) Run(ctx context.Context) error {
+// followStarts reports every vLLM start recorded in the phases section to hit/miss accounting, once,
+// until ctx ends. Starts already recorded when it begins were reported by the previous run and are not
+// counted again.
+func (p *Part) followStarts(ctx context.Context) {
 	var seen map[string]bool
 	for {
-		ch := b.Store.Changed()
-		st, _ := b.Store.Get(state.SectionPhases).(phases.Status)
+		ch := p.store.Changed()
+		st, _ := p.store.Get(state.SectionPhases).(phases.Status)
 		if seen == nil {
 			seen = map[string]bool{}
 			for i := range st.Records {
@@ -41,15 +28,27 @@ func (b *StartsBridge) Run(ctx context.Context) error {
 			}
 			seen[r.Key()] = true
 			if rep, ok := Report(r); ok {
-				b.Cache.ReportStart(rep)
+				p.ReportStart(rep)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-ch:
 		}
 	}
+}
+
+// inUse is the manager's InUse: the per-model vLLM trees of the models running pods serve.
+func (p *Part) inUse() []string {
+	if p.o.Running == nil {
+		return nil
+	}
+	var trees []string
+	for _, m := range p.o.Running() {
+		trees = append(trees, "vllm/models/"+ModelSlug(m))
+	}
+	return trees
 }
 
 // Report turns a recorded start into what the cache judges; ok is false when the log did not tell

@@ -19,38 +19,55 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/version"
 )
 
 // Part is one long-running capability (images, weights, caches, phases, readiness). Run blocks until
 // ctx ends and returns nil then; an error from Run stops the daemon, so parts handle their own
-// transient failures and report them in their status section instead.
+// transient failures and report them in their status section instead. Ready is nil once the part has
+// finished its first pass (what that means is each part's doc); until every part is ready /readyz
+// answers 503 with their reasons.
 type Part interface {
 	Name() string
 	Run(ctx context.Context) error
+	Ready() error
 }
 
-// Reconfigurable parts accept a new, validated config while running.
+// Reconfigurable parts (and shared pieces) accept a new, validated config while running.
 type Reconfigurable interface {
 	Reconfigure(cfg *config.NodeConfig)
 }
 
-// Deps is what every part is built from.
+// Deps is what every part is built from: each part's constructor has the shape New(Deps, Options).
+// Kube and Node are filled by the assembly (pkg/assemble) before the first part is built.
 type Deps struct {
 	Config  *config.NodeConfig
 	Store   *state.Store
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+	// Kube is the one API client; nil with readiness.disabled.
+	Kube kubernetes.Interface
+	// Node is this node's view of its Node object (nodewatch.Off without an API server).
+	Node *nodewatch.Watcher
 }
 
-// PartFactory builds one part; it returns nil when the config leaves the part off.
-type PartFactory func(Deps) (Part, error)
+// Assembly is what an Assembler built: the parts, in data-flow order (they start in it), and the
+// shared pieces that are no part but follow config reloads too (the model naming several parts read).
+type Assembly struct {
+	Parts  []Part
+	Shared []Reconfigurable
+}
+
+// Assembler builds the parts from the daemon's dependencies (pkg/assemble.Parts in `warmd run`).
+type Assembler func(Deps) (Assembly, error)
 
 // Options configure a daemon.
 type Options struct {
@@ -60,8 +77,8 @@ type Options struct {
 	Config     *config.NodeConfig
 	// Grace bounds shutdown after the context ends.
 	Grace time.Duration
-	// Parts are the factories of the parts to run, in start order.
-	Parts []PartFactory
+	// Assemble builds the parts to run.
+	Assemble Assembler
 	// Poll is the config-file poll interval backing up fsnotify.
 	Poll time.Duration
 }
@@ -108,17 +125,11 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	}
 	m.Daemon.BuildInfo.WithLabelValues(version.Version).Set(1)
 
-	deps := Deps{Config: cfg, Store: store, Metrics: m, Log: log}
-	var parts []Part
-	for _, f := range opts.Parts {
-		p, err := f(deps)
-		if err != nil {
-			return fmt.Errorf("set up: %w", err)
-		}
-		if p != nil {
-			parts = append(parts, p)
-		}
+	asm, err := opts.Assemble(Deps{Config: cfg, Store: store, Metrics: m, Log: log})
+	if err != nil {
+		return fmt.Errorf("set up: %w", err)
 	}
+	parts := asm.Parts
 	ds := DaemonStatus{
 		Version: version.Version, NodeName: cfg.NodeName, DataDir: cfg.DataDir, ConfigFile: opts.ConfigPath,
 		Started: time.Now().UTC(), PID: os.Getpid(), Listen: cfg.API.Listen, Socket: cfg.API.Socket,
@@ -146,7 +157,8 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		local.Close()
 		return fmt.Errorf("listen on %s: %w (set api.listen to a free address)", cfg.API.Listen, err)
 	}
-	srv := &api.Server{Store: store, Gatherer: gatherer, Log: log}
+	ready := newReadiness(parts)
+	srv := &api.Server{Store: store, Gatherer: gatherer, Log: log, Ready: ready.check}
 	for _, p := range parts {
 		if c, ok := p.(api.CacheService); ok {
 			srv.Cache = c // CLI cache writers go through the daemon while it holds the data dir
@@ -161,12 +173,18 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	g, gctx := errgroup.WithContext(partsCtx)
 	for _, p := range parts {
 		g.Go(func() error {
-			if err := p.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+			err := p.Run(gctx)
+			ready.stopped(p)
+			if err != nil && !errors.Is(err, context.Canceled) {
 				return fmt.Errorf("%s: %w", p.Name(), err)
+			}
+			if gctx.Err() == nil {
+				log.Error("a part stopped on its own; /readyz reports it", "part", p.Name())
 			}
 			return nil
 		})
 	}
+	g.Go(func() error { ready.logChanges(gctx, log); return nil })
 	g.Go(func() error {
 		return config.Watch(gctx, opts.ConfigPath, opts.ConfigData, opts.Poll, func(next *config.NodeConfig, err error) {
 			if err == nil {
@@ -180,6 +198,9 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			} else {
 				m.Daemon.ConfigReloads.WithLabelValues("applied").Inc()
 				log.Info("config reloaded", "file", opts.ConfigPath, "config", next)
+				for _, sh := range asm.Shared {
+					sh.Reconfigure(next)
+				}
 				for _, p := range parts {
 					if rc, ok := p.(Reconfigurable); ok {
 						rc.Reconfigure(next)
@@ -210,6 +231,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		pendingSrv--
 		log.Error("API server failed; stopping", "err", runErr)
 	}
+	ready.stop()
 	publishDaemon(func(d *DaemonStatus) { d.Stopping = true })
 	stopParts()
 	select {

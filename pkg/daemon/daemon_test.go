@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +27,8 @@ type fakePart struct {
 	fail     error
 	reconfig atomic.Int32
 	stopped  atomic.Bool
+	notReady atomic.Pointer[string] // Ready's error while set
+	quit     chan struct{}          // closed: Run returns on its own
 }
 
 func (p *fakePart) Name() string { return p.name }
@@ -32,15 +36,24 @@ func (p *fakePart) Run(ctx context.Context) error {
 	if p.fail != nil {
 		return p.fail
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-p.quit:
+	}
 	p.stopped.Store(true)
+	return nil
+}
+func (p *fakePart) Ready() error {
+	if why := p.notReady.Load(); why != nil {
+		return errors.New(*why)
+	}
 	return nil
 }
 func (p *fakePart) Reconfigure(*config.NodeConfig) { p.reconfig.Add(1) }
 
 func writeConfig(t *testing.T, dir, extra string) (string, []byte, *config.NodeConfig) {
 	t.Helper()
-	data := []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + dir + "\napi: {listen: 127.0.0.1:0}\n" + extra)
+	data := []byte("apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + dir + "\napi: {listen: '" + freeAddr(t) + "'}\n" + extra)
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -66,7 +79,7 @@ func start(t *testing.T, part *fakePart) (*config.NodeConfig, string, context.Ca
 	go func() {
 		errc <- Run(ctx, Options{
 			ConfigPath: path, ConfigData: data, Config: cfg, Grace: 5 * time.Second, Poll: 50 * time.Millisecond,
-			Parts: []PartFactory{func(Deps) (Part, error) { return part, nil }},
+			Assemble: func(Deps) (Assembly, error) { return Assembly{Parts: []Part{part}}, nil },
 		}, state.New(nil), metrics.New(reg), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	return cfg, path, cancel, errc
@@ -125,7 +138,7 @@ func TestReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
 
 	good := "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + cfg.DataDir +
-		"\napi: {listen: 127.0.0.1:0}\nmodels:\n- {name: org/m, source: 's3://b/m/'}\n"
+		"\napi: {listen: '" + cfg.API.Listen + "'}\nmodels:\n- {name: org/m, source: 's3://b/m/'}\n"
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +201,7 @@ func TestSecondDaemonOnSameDataDirRefused(t *testing.T) {
 	built := false
 	reg := metrics.NewRegistry()
 	err := Run(context.Background(), Options{Config: &second, Grace: time.Second,
-		Parts: []PartFactory{func(Deps) (Part, error) { built = true; return &fakePart{name: "x"}, nil }}},
+		Assemble: func(Deps) (Assembly, error) { built = true; return Assembly{Parts: []Part{&fakePart{name: "x"}}}, nil }},
 		state.New(nil), metrics.New(reg), reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	var le *datadir.LockedError
 	if !errors.As(err, &le) {
@@ -213,7 +226,7 @@ func TestReloadMovingDataDirIsRejected(t *testing.T) {
 	defer func() { cancel(); <-errc }()
 	waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
 	moved := "apiVersion: warmd.io/v1alpha1\nkind: NodeConfig\nnodeName: n1\ndataDir: " + cfg.DataDir + "/elsewhere" +
-		"\napi: {listen: 127.0.0.1:0, socket: " + cfg.API.Socket + "}\n"
+		"\napi: {listen: '" + cfg.API.Listen + "', socket: " + cfg.API.Socket + "}\n"
 	if err := os.WriteFile(path, []byte(moved), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +243,57 @@ func TestReloadMovingDataDirIsRejected(t *testing.T) {
 	if part.reconfig.Load() != 0 {
 		t.Error("the part was reconfigured onto another data dir")
 	}
+}
+
+// freeAddr returns a free local TCP address, so a test knows where /readyz answers.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// readyz returns /readyz's status code and body.
+func readyz(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitReadyz(t *testing.T, addr string, code int, body string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, text := readyz(t, addr)
+		if got == code && strings.Contains(text, body) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q, want %d with %q", got, text, code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReadyzTellsTheTruth: /readyz is 503 naming the part and its reason until the part's first pass
+// is done, 200 after, and 503 again once the part stopped on its own.
+func TestReadyzTellsTheTruth(t *testing.T) {
+	part := &fakePart{name: "fake", quit: make(chan struct{})}
+	why := "first inventory not done"
+	part.notReady.Store(&why)
+	cfg, _, cancel, errc := start(t, part)
+	defer func() { cancel(); <-errc }()
+	waitReadyz(t, cfg.API.Listen, http.StatusServiceUnavailable, "fake: first inventory not done")
+	part.notReady.Store(nil)
+	waitReadyz(t, cfg.API.Listen, http.StatusOK, "ok")
+	close(part.quit)
+	waitReadyz(t, cfg.API.Listen, http.StatusServiceUnavailable, "fake: stopped")
 }

@@ -2,11 +2,13 @@ package nvml
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 )
@@ -44,10 +46,10 @@ func NewStatus(inv Inventory, err error, opt LabelOptions, now time.Time) Status
 
 // PartOptions configure the daemon part.
 type PartOptions struct {
+	// Detector reads the GPUs (DetectorFromEnv over go-nvml in the daemon).
+	Detector Detector
 	// Interval between detections; DefaultInterval when zero.
 	Interval time.Duration
-	// GFDLabels is config gpu.gfdLabels.
-	GFDLabels bool
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -62,18 +64,53 @@ type Part struct {
 	opt   PartOptions
 
 	mu   sync.Mutex
+	gfd  bool   // config gpu.gfdLabels; guarded by mu
 	last Status // guarded by mu
 }
 
-// NewPart returns the gpu part. m may be nil (no metrics).
-func NewPart(det Detector, store *state.Store, m *metrics.GPU, log *slog.Logger, opt PartOptions) *Part {
+// NewPart returns the gpu part; gpu.gfdLabels comes from the config and follows reloads.
+func NewPart(d daemon.Deps, opt PartOptions) *Part {
 	if opt.Interval <= 0 {
 		opt.Interval = DefaultInterval
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Part{det: det, store: store, m: m, log: log, opt: opt}
+	log := d.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var m *metrics.GPU
+	if d.Metrics != nil {
+		m = d.Metrics.GPU
+	}
+	return &Part{det: opt.Detector, store: d.Store, m: m, log: log.With("part", "gpu"), opt: opt, gfd: d.Config.GPU.GFDLabels}
+}
+
+var (
+	_ daemon.Part           = (*Part)(nil)
+	_ daemon.Reconfigurable = (*Part)(nil)
+)
+
+// Ready implements daemon.Part: nil once the first detection ran (whatever it found: a node without
+// a GPU is a finished pass too).
+func (p *Part) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last.Detections == 0 {
+		return errors.New("first GPU detection not done")
+	}
+	return nil
+}
+
+// SKU returns the SKU key the gpu part published in store ("none" without a GPU, "unknown" when NVML
+// could not tell), "" before the first detection. The compile-cache part and the phases follower key
+// by it; the cache refuses the non-keys itself (cache.CheckSKU).
+func SKU(store *state.Store) func() string {
+	return func() string {
+		st, _ := FromSnapshot(store.Snapshot())
+		return st.Inventory.SKU
+	}
 }
 
 // Name is the part's name in logs and the daemon status.
@@ -101,7 +138,7 @@ func (p *Part) Detect(ctx context.Context) Status {
 	now := p.opt.Now().UTC()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := NewStatus(inv, err, LabelOptions{GFD: p.opt.GFDLabels}, now)
+	next := NewStatus(inv, err, LabelOptions{GFD: p.gfd}, now)
 	next.Detections = p.last.Detections + 1
 	if inv.SKU == SKUUnknown && p.last.Detections > 0 && p.last.Inventory.SKU != SKUUnknown {
 		next = p.last
@@ -127,12 +164,12 @@ func (p *Part) Detect(ctx context.Context) Status {
 func (p *Part) Reconfigure(cfg *config.NodeConfig) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cfg.GPU.GFDLabels == p.opt.GFDLabels {
+	if cfg.GPU.GFDLabels == p.gfd {
 		return
 	}
-	p.opt.GFDLabels = cfg.GPU.GFDLabels
+	p.gfd = cfg.GPU.GFDLabels
 	if p.last.Detections > 0 {
-		p.last.Labels = IdentityLabels(p.last.Inventory, LabelOptions{GFD: p.opt.GFDLabels})
+		p.last.Labels = IdentityLabels(p.last.Inventory, LabelOptions{GFD: p.gfd})
 		p.publishLocked()
 	}
 }

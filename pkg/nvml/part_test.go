@@ -18,11 +18,6 @@ import (
 	"warmd.io/warmd/pkg/state"
 )
 
-var (
-	_ daemon.Part           = (*Part)(nil)
-	_ daemon.Reconfigurable = (*Part)(nil)
-)
-
 // scripted is a Detector that returns its readings in order, then repeats the last one.
 type scripted struct {
 	readings []reading
@@ -46,8 +41,9 @@ func newTestPart(t *testing.T, det Detector, gfd bool) (*Part, *state.Store, *me
 	m := metrics.New(reg)
 	store := state.New(nil)
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	p := NewPart(det, store, m.GPU, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		PartOptions{GFDLabels: gfd, Now: func() time.Time { clock = clock.Add(time.Minute); return clock }})
+	cfg := &config.NodeConfig{GPU: config.GPU{GFDLabels: gfd}}
+	p := NewPart(daemon.Deps{Config: cfg, Store: store, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		PartOptions{Detector: det, Now: func() time.Time { clock = clock.Add(time.Minute); return clock }})
 	return p, store, m
 }
 

@@ -7,6 +7,6 @@
 // parts' work. They reach this package as one small Input value (built by the daemon from the state
 // snapshot), so the warm-state rules are testable without any of those parts.
 //
-// It also owns the node's view of itself (NodeWatcher): the Node's labels, which decide through each
-// model's nodeSelector whether this node wants the model at all.
+// It does not watch the Node (pkg/nodewatch does; the part is fed every copy) nor build the API
+// client (pkg/assemble does, once).
 package readiness

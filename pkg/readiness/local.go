@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -24,10 +26,11 @@ type LocalPart struct {
 	input   InputFunc
 	metrics *metrics.Readiness
 
-	mu       sync.Mutex
-	cfg      *config.NodeConfig
-	everWarm bool
-	rc       chan struct{}
+	mu        sync.Mutex
+	cfg       *config.NodeConfig
+	everWarm  bool
+	evaluated bool // the first evaluation is published (Ready)
+	rc        chan struct{}
 }
 
 var (
@@ -46,6 +49,16 @@ func NewLocalPart(d daemon.Deps, input InputFunc) *LocalPart {
 
 // Name implements daemon.Part.
 func (p *LocalPart) Name() string { return "readiness" }
+
+// Ready implements daemon.Part: nil once the first evaluation is published.
+func (p *LocalPart) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.evaluated {
+		return errors.New("first evaluation of warm state not done")
+	}
+	return nil
+}
 
 // Reconfigure implements daemon.Reconfigurable.
 func (p *LocalPart) Reconfigure(cfg *config.NodeConfig) {
@@ -67,7 +80,7 @@ func (p *LocalPart) Run(ctx context.Context) error {
 		cfg := p.cfg
 		p.mu.Unlock()
 		wants := func(m config.Model) bool {
-			ok, err := ModelWanted(m, nil)
+			ok, err := nodewatch.ModelWanted(m, nil)
 			return ok && err == nil
 		}
 		in := p.input(p.store.Snapshot(), cfg, wants)
@@ -93,6 +106,9 @@ func (p *LocalPart) Run(ctx context.Context) error {
 			p.store.Publish(state.SectionReadiness, st)
 			last = &st
 		}
+		p.mu.Lock()
+		p.evaluated = true
+		p.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil

@@ -27,7 +27,7 @@ func TestLocalPartReportsWarmthWithoutAPIServer(t *testing.T) {
 		}
 		return in
 	}
-	part, err := readiness.NewPartFactory(input, nil)(daemon.Deps{Config: cfg, Store: store})
+	part, err := readiness.New(daemon.Deps{Config: cfg, Store: store}, readiness.Options{Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -19,12 +18,13 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/state"
 )
 
 // InputFunc turns the node-state snapshot into the facts Evaluate needs. The daemon supplies it,
 // because only it knows every part's status type; wants tells whether a configured model selects
-// this node (from the Node's labels, see NodeWatcher.Wants).
+// this node (from the Node's labels, see nodewatch.Watcher.Wants).
 type InputFunc func(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model) bool) Input
 
 // Status is the readiness section of /v1/status.
@@ -41,13 +41,13 @@ type Status struct {
 	Predictions any `json:"predictions,omitempty"`
 }
 
-// Part is the daemon part that keeps the Node current: a NodeWatcher for this node, a Writer, and a
+// Part is the daemon part that keeps the Node current: fed by the node watcher, a Writer, and a
 // loop that rebuilds the Input whenever the state store or the Node's labels change.
 type Part struct {
 	store   *state.Store
 	log     *slog.Logger
 	input   InputFunc
-	watcher *NodeWatcher
+	watcher *nodewatch.Watcher
 	writer  *Writer
 	events  *Events
 	metrics *metrics.Readiness
@@ -63,32 +63,28 @@ var (
 	_ daemon.Reconfigurable = (*Part)(nil)
 )
 
-// NewPartFactory returns the factory cmd/warmd lists in parts(). With readiness.disabled set it
-// returns the API-less LocalPart, which evaluates and reports warm state but writes no Node. view
-// (may be nil) is filled with the part's NodeWatcher so other parts can ask whether this node wants
-// a model.
-func NewPartFactory(input InputFunc, view *NodeView) daemon.PartFactory {
-	return func(d daemon.Deps) (daemon.Part, error) {
-		if d.Config.Readiness.Disabled {
-			if view != nil {
-				view.disabled.Store(true)
-			}
-			return NewLocalPart(d, input), nil
-		}
-		rc, err := RESTConfig(d.Config.Readiness.Kubeconfig)
-		if err != nil {
-			return nil, err
-		}
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("readiness: API client: %w", err)
-		}
-		p := NewPart(d, cs, clock.RealClock{}, input)
-		if view != nil {
-			view.w.Store(p.watcher)
-		}
-		return p, nil
+// Options are the readiness part's seams.
+type Options struct {
+	// Input builds the Input from the node state (pkg/readiness/fromstate.Input in the daemon).
+	Input InputFunc
+	// Clock paces the Node writer; clock.RealClock when nil (tests pass a fake one).
+	Clock clock.WithTicker
+}
+
+// New returns the readiness part. With an API client in d (d.Kube, and d.Node watching this node) it
+// is Part, which writes the Node; without one (readiness.disabled) it is the API-less LocalPart, which
+// evaluates and reports warm state but writes no Node.
+func New(d daemon.Deps, o Options) (daemon.Part, error) {
+	if d.Kube == nil {
+		return NewLocalPart(d, o.Input), nil
 	}
+	if d.Node == nil {
+		return nil, errors.New("readiness: the API client needs the node watcher (Deps.Node)")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return newPart(d, o.Clock, o.Input), nil
 }
 
 // RESTConfig loads the kubeconfig at path, or the in-cluster config when path is empty.
@@ -107,15 +103,16 @@ func RESTConfig(path string) (*rest.Config, error) {
 	return c, nil
 }
 
-// NewPart builds the part on a given client and clock (tests pass a fake clock).
-func NewPart(d daemon.Deps, client kubernetes.Interface, clk clock.WithTicker, input InputFunc) *Part {
+// newPart builds the part on d's client and Node watcher.
+func newPart(d daemon.Deps, clk clock.WithTicker, input InputFunc) *Part {
+	client := d.Kube
 	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Part{store: d.Store, log: log, input: input, cfg: d.Config, rc: make(chan struct{}, 1)}
 	p.st = Status{Node: d.Config.NodeName, StartupTaint: d.Config.Readiness.StartupTaint}
-	p.watcher = NewNodeWatcher(client, d.Config.NodeName)
+	p.watcher = d.Node
 	var m = d.Metrics
 	wo := WriterOptions{
 		NodeName: d.Config.NodeName, Client: client, Clock: clk, Log: log,
@@ -136,8 +133,16 @@ func NewPart(d daemon.Deps, client kubernetes.Interface, clk clock.WithTicker, i
 // Name implements daemon.Part.
 func (p *Part) Name() string { return "readiness" }
 
-// Watcher exposes the node view so other parts can ask whether this node wants a model.
-func (p *Part) Watcher() *NodeWatcher { return p.watcher }
+// Ready implements daemon.Part: nil once the first round of the Node writer ran (it waits for the
+// first read of the Node, see nodewatch).
+func (p *Part) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st.LastSync == nil {
+		return errors.New("first write of the Node's labels and condition not done")
+	}
+	return nil
+}
 
 // Reconfigure implements daemon.Reconfigurable: models, selectors and the startup taint take effect
 // at once. The API connection and resync period are fixed at start.
@@ -156,7 +161,6 @@ func (p *Part) Reconfigure(cfg *config.NodeConfig) {
 // Run implements daemon.Part.
 func (p *Part) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return p.watcher.Run(ctx) })
 	g.Go(func() error { return p.writer.Run(ctx) })
 	g.Go(func() error { return p.loop(ctx) })
 	err := g.Wait()
@@ -183,7 +187,7 @@ func (p *Part) loop(ctx context.Context) error {
 		p.mu.Unlock()
 		labels := p.watcher.Labels()
 		wants := func(m config.Model) bool {
-			ok, err := ModelWanted(m, labels)
+			ok, err := nodewatch.ModelWanted(m, labels)
 			return ok && err == nil
 		}
 		in := p.input(p.store.Snapshot(), cfg, wants)

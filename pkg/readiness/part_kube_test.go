@@ -10,10 +10,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/state"
 )
@@ -39,25 +41,41 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 		}
 		return in
 	}
-	// Built as cmd/warmd builds it: from a kubeconfig file, filling a NodeView other parts hold.
+	// Built as pkg/assemble builds it: one client from a kubeconfig file, the node watcher other parts
+	// hold, then the part.
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.Env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Readiness.Kubeconfig = kubeconfig
-	var view readiness.NodeView
-	part, err := readiness.NewPartFactory(input, &view)(daemon.Deps{Config: cfg, Store: store})
-	if err != nil || part == nil {
-		t.Fatalf("part factory: %v, %v", part, err)
+	rc, err := readiness.RESTConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := part.(*readiness.Part)
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := nodewatch.New(cs, name)
+	p, err := readiness.New(daemon.Deps{Config: cfg, Store: store, Kube: cs, Node: view}, readiness.Options{Input: input})
+	if err != nil {
+		t.Fatalf("part: %v", err)
+	}
+	if _, ok := p.(*readiness.Part); !ok {
+		t.Fatalf("with an API client built %T, want *readiness.Part", p)
+	}
+	if p.Ready() == nil {
+		t.Error("ready before the first write of the Node")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
+	go func() { done <- view.Run(ctx) }()
 	go func() { done <- p.Run(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("part: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("part: %v", err)
+			}
 		}
 	}()
 
@@ -88,6 +106,9 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 		_, ok := getNode(t, env.Client, name).Labels[bigKey]
 		return !ok
 	})
+	if err := p.Ready(); err != nil {
+		t.Errorf("not ready after the Node was written: %v", err)
+	}
 	var st readiness.Status
 	waitFor(t, "status section", func() bool {
 		s, ok := store.Get(state.SectionReadiness).(readiness.Status)
@@ -121,24 +142,5 @@ func TestWriterBatches(t *testing.T) {
 	t.Logf("%d inputs → %d PATCH requests", burst, patches)
 	if patches >= burst/5 {
 		t.Errorf("%d inputs made %d PATCH requests: not batched", burst, patches)
-	}
-}
-
-func TestNodeViewWithoutAPIServer(t *testing.T) {
-	cfg := &config.NodeConfig{NodeName: "n", Readiness: config.Readiness{Disabled: true}}
-	var view readiness.NodeView
-	if wanted, known := view.Wants(config.Model{Name: "a/b"}); wanted || known {
-		t.Errorf("before the part exists: wanted=%v known=%v", wanted, known)
-	}
-	part, err := readiness.NewPartFactory(nil, &view)(daemon.Deps{Config: cfg})
-	if _, local := part.(*readiness.LocalPart); err != nil || !local {
-		t.Fatalf("disabled readiness built %T (%v), want the API-less *LocalPart", part, err)
-	}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "big"}}
-	if wanted, known := view.Wants(config.Model{Name: "a/b"}); !wanted || !known {
-		t.Errorf("model without selector: wanted=%v known=%v", wanted, known)
-	}
-	if wanted, known := view.Wants(config.Model{Name: "a/b", NodeSelector: sel}); wanted || !known {
-		t.Errorf("model with selector: wanted=%v known=%v", wanted, known)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -93,6 +94,9 @@ type Follower struct {
 	// published summarises the last published status, to publish only changes.
 	published string
 	ctx       context.Context // Run's, for lookups; Background under Sync
+	scanned   atomic.Bool     // the first scan is done (Ready)
+	pending   *Options        // a reconfigure Run has yet to apply (guarded by mu)
+	reconf    chan struct{}
 }
 
 var logName = regexp.MustCompile(`^(\d+)\.log$`)
@@ -128,7 +132,8 @@ func New(opts Options) (*Follower, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	f := &Follower{opts: opts, log: opts.Log, ctx: context.Background(), keys: map[string]bool{}, streams: map[string]*stream{}, watched: map[string]bool{}}
+	f := &Follower{opts: opts, log: opts.Log, ctx: context.Background(), keys: map[string]bool{}, streams: map[string]*stream{}, watched: map[string]bool{},
+		reconf: make(chan struct{}, 1)}
 	recs, err := loadRecords(f.recordsPath())
 	if err != nil {
 		// A corrupt file must not stop the daemon: start empty, say so, and overwrite it on the next record.
@@ -162,6 +167,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	}
 	f.ctx = ctx
 	f.sync(w)
+	f.scanned.Store(true)
 	tick := time.NewTicker(f.opts.Resync)
 	defer tick.Stop()
 	var events <-chan fsnotify.Event
@@ -177,6 +183,9 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-tick.C:
+			f.sync(w)
+		case <-f.reconf:
+			f.applyPending(w)
 			f.sync(w)
 		case ev := <-events:
 			if ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {

@@ -9,6 +9,8 @@ package images
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -23,7 +25,8 @@ import (
 
 // Options tune the manager; zero values take the defaults named.
 type Options struct {
-	// Wants says which models' images this node needs; nil means every model.
+	// Wants says which models' images this node needs; nil: Deps.Node's answer (every model when
+	// Deps.Node is nil too).
 	Wants func(config.Model) bool
 	// Open builds the backend; default Open (containerd, embedded or auto per the config).
 	Open func(context.Context, *config.NodeConfig, *slog.Logger) (prefetch.Images, error)
@@ -97,6 +100,7 @@ type Manager struct {
 	retained int
 	sem      chan struct{}
 	reconf   chan struct{}
+	planned  bool // the first reconcile after open is done (Ready)
 }
 
 type entry struct {
@@ -112,8 +116,12 @@ var (
 	_ daemon.Reconfigurable = (*Manager)(nil)
 )
 
-// New builds the manager from the daemon's dependencies.
+// New builds the manager from the daemon's dependencies. With a Node view in deps, images of models
+// the node gains or loses through its labels follow at once.
 func New(deps daemon.Deps, opts Options) *Manager {
+	if opts.Wants == nil && deps.Node != nil {
+		opts.Wants = deps.Node.Wanted
+	}
 	opts.defaults()
 	log := deps.Log
 	if log == nil {
@@ -123,16 +131,30 @@ func New(deps daemon.Deps, opts Options) *Manager {
 	if deps.Metrics != nil {
 		met = deps.Metrics.Images
 	}
-	return &Manager{
+	m := &Manager{
 		opts: opts, log: log.With("part", "images"), store: deps.Store, met: met, cfg: deps.Config,
 		entries: map[string]*entry{}, sem: make(chan struct{}, max(1, deps.Config.ImagePull.Concurrency)),
 		reconf: make(chan struct{}, 1),
 	}
+	if deps.Node != nil {
+		deps.Node.OnLabels(m.Resync)
+	}
+	return m
 }
 
-// Factory returns the part factory for cmd/warmd's parts list.
-func Factory(opts Options) daemon.PartFactory {
-	return func(deps daemon.Deps) (daemon.Part, error) { return New(deps, opts), nil }
+// Ready implements daemon.Part: nil once the backend is open and the first plan is made (every
+// wanted image has its state and its pull under way). A pull in progress does not hold it back: an
+// 8 GB image may take many minutes, and the images section shows its progress.
+func (m *Manager) Ready() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.openErr != "":
+		return fmt.Errorf("image backend unavailable: %s", m.openErr)
+	case !m.planned:
+		return errors.New("opening the image backend")
+	}
+	return nil
 }
 
 // Name implements daemon.Part.
@@ -169,6 +191,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		key := backendKey(cfg)
 		m.reconcile(ctx, true)
+		m.mu.Lock()
+		m.planned = true
+		m.mu.Unlock()
 		reopen := false
 		for !reopen {
 			select {

@@ -18,8 +18,8 @@ import (
 
 // ManagerOptions configure the weights daemon part.
 type ManagerOptions struct {
-	Deps daemon.Deps
-	// Wants says whether this node wants a model (e.g. its nodeSelector matches the node); nil: all.
+	// Wants says whether this node wants a model (its nodeSelector matches the node); nil: Deps.Node's
+	// answer (every model when Deps.Node is nil too).
 	Wants func(config.Model) bool
 	// InUse reports whether a running pod on this node uses a model; nil: none does.
 	InUse func(model string) bool
@@ -46,6 +46,8 @@ type Manager struct {
 	failed map[string]failure
 	engine *Engine
 	engKey string
+	// ready is nil once the first inventory is done; until then why not.
+	ready error
 }
 
 type failure struct {
@@ -58,17 +60,14 @@ var (
 	_ daemon.Reconfigurable = (*Manager)(nil)
 )
 
-// Factory returns the part factory cmd/warmd lists in parts().
-func Factory(wants func(config.Model) bool, inUse func(string) bool) daemon.PartFactory {
-	return func(d daemon.Deps) (daemon.Part, error) {
-		return NewManager(ManagerOptions{Deps: d, Wants: wants, InUse: inUse})
-	}
-}
-
-// NewManager returns the weights part.
-func NewManager(o ManagerOptions) (*Manager, error) {
-	if o.Deps.Config == nil || o.Deps.Store == nil || o.Deps.Metrics == nil {
+// NewManager returns the weights part. With a Node view in d, models the node gains through its
+// labels are fetched at once rather than at the next recheck.
+func NewManager(d daemon.Deps, o ManagerOptions) (*Manager, error) {
+	if d.Config == nil || d.Store == nil || d.Metrics == nil {
 		return nil, errors.New("weights manager: config, state store and metrics are required")
+	}
+	if o.Wants == nil && d.Node != nil {
+		o.Wants = d.Node.Wanted
 	}
 	if o.Wants == nil {
 		o.Wants = func(config.Model) bool { return true }
@@ -78,7 +77,7 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	}
 	if o.NewStore == nil {
 		o.NewStore = func(ctx context.Context, cfg config.S3) (objstore.Store, error) {
-			return objstore.NewS3(ctx, cfg, objstore.Options{MaxConns: 2 * o.Deps.Config.Weights.Concurrency, Log: o.Deps.Log})
+			return objstore.NewS3(ctx, cfg, objstore.Options{MaxConns: 2 * d.Config.Weights.Concurrency, Log: d.Log})
 		}
 	}
 	if o.RetryBase <= 0 {
@@ -87,12 +86,33 @@ func NewManager(o ManagerOptions) (*Manager, error) {
 	if o.Recheck <= 0 {
 		o.Recheck = time.Minute
 	}
-	log := o.Deps.Log
+	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{o: o, log: log.With("part", "weights"), metrics: o.Deps.Metrics.Weights, store: o.Deps.Store,
-		cfg: o.Deps.Config, wake: make(chan struct{}, 1), status: map[string]prefetch.ModelStatus{}, failed: map[string]failure{}}, nil
+	m := &Manager{o: o, log: log.With("part", "weights"), metrics: d.Metrics.Weights, store: d.Store, cfg: d.Config,
+		wake: make(chan struct{}, 1), status: map[string]prefetch.ModelStatus{}, failed: map[string]failure{},
+		ready: errors.New("first inventory of the weights on disk not done")}
+	if d.Node != nil {
+		d.Node.OnLabels(m.poke)
+	}
+	return m, nil
+}
+
+// Ready implements daemon.Part: nil once the first pass has checked every wanted model on disk (a
+// model that is missing is then queued or downloading; its download does not hold Ready back).
+func (m *Manager) Ready() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ready
+}
+
+// poke starts a pass now (the config or the node's labels changed).
+func (m *Manager) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Name implements daemon.Part.
@@ -105,10 +125,7 @@ func (m *Manager) Reconfigure(cfg *config.NodeConfig) {
 	m.cfg = cfg
 	m.failed = map[string]failure{}
 	m.mu.Unlock()
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
+	m.poke()
 }
 
 func engineOptions(cfg *config.NodeConfig) Options {
@@ -141,10 +158,8 @@ func (m *Manager) engineFor(cfg *config.NodeConfig) (*Engine, error) {
 
 // Run implements daemon.Part.
 func (m *Manager) Run(ctx context.Context) error {
-	first := true
 	for {
-		next := m.pass(ctx, first)
-		first = false
+		next := m.pass(ctx)
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
@@ -161,7 +176,7 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // pass brings every wanted model to ready (or failed) once and returns when to look again.
-func (m *Manager) pass(ctx context.Context, first bool) time.Duration {
+func (m *Manager) pass(ctx context.Context) time.Duration {
 	m.mu.Lock()
 	cfg := m.cfg
 	m.mu.Unlock()
@@ -169,6 +184,11 @@ func (m *Manager) pass(ctx context.Context, first bool) time.Duration {
 	e, err := m.engineFor(cfg)
 	if err != nil {
 		m.log.Error("weights engine unavailable", "err", err)
+		m.mu.Lock()
+		if m.ready != nil {
+			m.ready = fmt.Errorf("weights engine unavailable: %w", err)
+		}
+		m.mu.Unlock()
 		return m.o.RetryBase
 	}
 	var wanted []config.Model
@@ -192,6 +212,23 @@ func (m *Manager) pass(ctx context.Context, first bool) time.Duration {
 	}
 	m.mu.Unlock()
 	m.publish(e, wanted)
+	// Inventory first: re-verify what is on disk before touching the network (works with the store
+	// down), so every model already here is ready before the first download starts.
+	for _, md := range wanted {
+		m.mu.Lock()
+		st := m.status[md.Name]
+		m.mu.Unlock()
+		if st.State != prefetch.StateQueued {
+			continue
+		}
+		if cur, err := e.Check(md); err == nil {
+			m.setStatus(e, wanted, cur)
+			m.log.Info("model verified on disk", "model", md.Name, "revision", md.Revision, "snapshot", cur.SnapshotPath)
+		}
+	}
+	m.mu.Lock()
+	m.ready = nil
+	m.mu.Unlock()
 	for _, md := range wanted {
 		if ctx.Err() != nil {
 			return next
@@ -209,14 +246,6 @@ func (m *Manager) pass(ctx context.Context, first bool) time.Duration {
 		if hasFailed && time.Now().Before(f.next) {
 			next = min(next, time.Until(f.next))
 			continue
-		}
-		if first || st.State == prefetch.StateQueued {
-			// Re-verify what is on disk before touching the network (works with the store down).
-			if cur, err := e.Check(md); err == nil {
-				m.setStatus(e, wanted, cur)
-				m.log.Info("model verified on disk", "model", md.Name, "revision", md.Revision, "snapshot", cur.SnapshotPath)
-				continue
-			}
 		}
 		start := time.Now()
 		var lastPub time.Time

@@ -24,7 +24,7 @@ func runManager(t *testing.T, cfg *config.NodeConfig, wants func(config.Model) b
 	t.Helper()
 	store := state.New(nil)
 	m := metrics.New(prometheus.NewRegistry())
-	part, err := weights.Factory(wants, nil)(daemon.Deps{Config: cfg, Store: store, Metrics: m})
+	part, err := weights.NewManager(daemon.Deps{Config: cfg, Store: store, Metrics: m}, weights.ManagerOptions{Wants: wants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,9 @@ func runManager(t *testing.T, cfg *config.NodeConfig, wants func(config.Model) b
 			settled = settled && (ms.State == prefetch.StateReady || ms.State == prefetch.StateFailed)
 		}
 		if settled {
+			if err := part.Ready(); err != nil {
+				t.Errorf("every model settled, yet not ready: %v", err)
+			}
 			return ws, m
 		}
 	}

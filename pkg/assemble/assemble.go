@@ -1,0 +1,102 @@
+// Package assemble builds the parts `warmd run` runs, in one place and in data-flow order: the API
+// client once → the Node watcher → gpu → images, weights → compile cache → phases → readiness. Every
+// part is built the same way, New(Deps, Options); what they share travels in daemon.Deps (config,
+// logger, store, metrics, API client, Node view), and what one part learns reaches the next through
+// the state store, never through a variable filled later. Read this file top to bottom to see what
+// feeds what.
+//
+// It owns the wiring only: what each part does is its package's, the lifecycle is pkg/daemon's.
+package assemble
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nodewatch"
+	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/nvml/gonvml"
+	"warmd.io/warmd/pkg/phases/follow"
+	"warmd.io/warmd/pkg/phases/follow/kube"
+	"warmd.io/warmd/pkg/prefetch/images"
+	"warmd.io/warmd/pkg/prefetch/weights"
+	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/readiness/fromstate"
+)
+
+var _ daemon.Part = (*nodewatch.Watcher)(nil)
+
+// Parts is the daemon.Assembler of `warmd run`.
+func Parts(d daemon.Deps) (daemon.Assembly, error) {
+	// 1. One API client, unless readiness.disabled keeps warmd off the API server; and this node's
+	// view of its Node object, which decides through nodeSelectors which models it wants.
+	if !d.Config.Readiness.Disabled {
+		kc, err := kubeClient(d.Config.Readiness.Kubeconfig)
+		if err != nil {
+			return daemon.Assembly{}, err
+		}
+		d.Kube, d.Node = kc, nodewatch.New(kc, d.Config.NodeName)
+	} else {
+		d.Node = nodewatch.Off(d.Config.NodeName)
+	}
+
+	// 2. The GPU: inventory and SKU key, published in the gpu section; the cache and phases key by it.
+	gpu := nvml.NewPart(d, nvml.PartOptions{Detector: nvml.DetectorFromEnv(gonvml.New())})
+	sku := nvml.SKU(d.Store)
+
+	// Which configured model a vLLM start serves, and which models running pods serve now: the phases
+	// follower names starts with it, and weights and compile caches never evict what it reports.
+	models := follow.NewModels(d.Config, d.Log)
+
+	// 3. Images and weights of the models this node wants (d.Node), kept warm.
+	img := images.New(d, images.Options{})
+	wts, err := weights.NewManager(d, weights.ManagerOptions{InUse: models.InUse})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 4. Compile caches of the node's SKU; it reads recorded starts from the phases section itself.
+	cc, err := cache.NewPart(d, cache.PartOptions{SKU: sku, Running: models.Running,
+		RestoreInterval: d.Config.CompileCache.RestoreInterval.Duration})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 5. Startup phases from pod logs; with an API server also each container's image and pull.
+	po := follow.PartOptions{SKU: sku, Models: models}
+	if d.Kube != nil {
+		po.Container = (&kube.Source{Client: d.Kube}).Lookup
+	}
+	ph, err := follow.NewPart(d, po)
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 6. Readiness: every section above → warm state → the Node's labels, condition and predictions.
+	rd, err := readiness.New(d, readiness.Options{Input: fromstate.Input})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	parts := []daemon.Part{d.Node, gpu, img, wts}
+	if cc != nil { // nil with compileCache.disabled
+		parts = append(parts, cc)
+	}
+	parts = append(parts, ph, rd)
+	return daemon.Assembly{Parts: parts, Shared: []daemon.Reconfigurable{models}}, nil
+}
+
+// kubeClient builds the one API client from readiness.kubeconfig (in-cluster config when empty).
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := readiness.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	return cs, nil
+}
