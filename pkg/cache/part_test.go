@@ -17,6 +17,7 @@ import (
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -112,5 +113,37 @@ func TestPartDisabled(t *testing.T) {
 	p, err := NewPart(daemon.Deps{Config: cfg}, PartOptions{SKU: func() string { return skuA }})
 	if p != nil || err != nil {
 		t.Fatalf("disabled: part %v, err %v", p, err)
+	}
+}
+
+// TestPartFollowsRecordedStarts: the part reads recorded starts from the phases section itself,
+// counting each new one once (starts recorded before it began were the previous run's), and is ready
+// once its SKU's tree is open, not before the SKU is known.
+func TestPartFollowsRecordedStarts(t *testing.T) {
+	var mu sync.Mutex
+	sku := ""
+	p, st, m, _ := newTestPart(t, objstore.NewMemory(), func() string { mu.Lock(); defer mu.Unlock(); return sku })
+	old := phases.Record{Pod: "old", Result: phases.Result{CompileCache: phases.CacheHit, StartedAt: time.Now()}}
+	st.Publish(state.SectionPhases, phases.Status{Records: []phases.Record{old}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitStatus(t, st, "waiting without a SKU", func(s Status) bool { return s.State == "waiting" })
+	if p.Ready() == nil {
+		t.Error("ready before the SKU is known")
+	}
+	mu.Lock()
+	sku = skuA
+	mu.Unlock()
+	waitStatus(t, st, "ready once the SKU is known", func(s Status) bool { return s.State == "ready" })
+	if err := p.Ready(); err != nil {
+		t.Errorf("not ready with the tree open: %v", err)
+	}
+	started := phases.Record{Pod: "new", Result: phases.Result{CompileCache: phases.CacheHit, StartedAt: time.Now()}}
+	st.Publish(state.SectionPhases, phases.Status{Records: []phases.Record{started, old}})
+	waitStatus(t, st, "the new start judged", func(s Status) bool { return s.Hits == 1 })
+	if got := testutil.ToFloat64(m.Cache.Starts.WithLabelValues("hit")); got != 1 {
+		t.Errorf("hit starts metric = %v, want 1 (the earlier record is not counted again)", got)
 	}
 }

@@ -198,6 +198,9 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			} else {
 				m.Daemon.ConfigReloads.WithLabelValues("applied").Inc()
 				log.Info("config reloaded", "file", opts.ConfigPath, "config", next)
+				if later := appliedAtRestart(cfg, next); len(later) > 0 {
+					log.Warn("some changed settings apply only when warmd restarts", "settings", later)
+				}
 				for _, sh := range asm.Shared {
 					sh.Reconfigure(next)
 				}
@@ -252,6 +255,22 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		log.Info("stopped cleanly")
 	}
 	return runErr
+}
+
+// appliedAtRestart names the changed settings an applied reload cannot reach: the API client is built
+// once (readiness), and the compile-cache part exists only when caches were on at start.
+func appliedAtRestart(start, next *config.NodeConfig) []string {
+	var later []string
+	if next.Readiness.Disabled != start.Readiness.Disabled {
+		later = append(later, "readiness.disabled")
+	}
+	if next.Readiness.Kubeconfig != start.Readiness.Kubeconfig {
+		later = append(later, "readiness.kubeconfig")
+	}
+	if start.CompileCache.Disabled && !next.CompileCache.Disabled {
+		later = append(later, "compileCache.disabled")
+	}
+	return later
 }
 
 // fixedAcrossReloads refuses a reload that moves what the daemon holds open for its life: the data
