@@ -134,3 +134,22 @@ func TestPartRunStopsWithContext(t *testing.T) {
 		t.Errorf("null status %+v", st)
 	}
 }
+
+// TestPartReadyAfterFirstDetection: the gpu part's first pass is one detection, whatever it found
+// (here: no GPU), and the SKU it published is what nvml.SKU reads for the other parts.
+func TestPartReadyAfterFirstDetection(t *testing.T) {
+	p, store, _ := newTestPart(t, &scripted{readings: []reading{{inv: Inventory{SKU: SKUNone}}}}, false)
+	if p.Ready() == nil {
+		t.Error("ready before any detection")
+	}
+	if got := SKU(store)(); got != "" {
+		t.Errorf("SKU before detection = %q, want empty", got)
+	}
+	p.Detect(context.Background())
+	if err := p.Ready(); err != nil {
+		t.Errorf("not ready after a detection: %v", err)
+	}
+	if got := SKU(store)(); got != SKUNone {
+		t.Errorf("SKU = %q, want %q", got, SKUNone)
+	}
+}

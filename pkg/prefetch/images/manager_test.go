@@ -466,3 +466,31 @@ func TestResyncFollowsWants(t *testing.T) {
 	h.m.Resync()
 	h.waitFor(t, "the gained model's image ready", ready(reg.Ref("warmd-mgr/gained:v1"), ""))
 }
+
+// TestReadyAtThePlanNotTheDownload: the part is not ready while its backend cannot be opened (the
+// reason says so), and ready once the plan is made even though a pull is still running.
+func TestReadyAtThePlanNotTheDownload(t *testing.T) {
+	unreachable := newConfig(t, backend{configure: func(_ *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend = "/nonexistent/warmd-test/containerd.sock", "containerd"
+	}}, func(*config.NodeConfig) {})
+	h := start(t, unreachable, images.Options{})
+	h.waitFor(t, "the open failure published", func(s prefetch.ImagesStatus) bool { return s.Error != "" })
+	if err := h.m.Ready(); err == nil || !strings.Contains(err.Error(), "image backend unavailable") {
+		t.Errorf("Ready with no backend = %v, want the backend's failure", err)
+	}
+
+	reg := imagetest.NewRegistry(t, imagetest.Options{})
+	reg.PushRandom(t, "warmd-mgr/slow:v1", 64<<10, 2)
+	entered, release := reg.Gate()
+	defer release()
+	cfg := newConfig(t, backends[2], func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/slow:v1")}} })
+	h = start(t, cfg, images.Options{})
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the pull never reached the registry's blobs")
+	}
+	if err := h.m.Ready(); err != nil {
+		t.Errorf("not ready while the first pull runs: %v", err)
+	}
+}
