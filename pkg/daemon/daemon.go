@@ -1,6 +1,8 @@
 // Package daemon runs warmd's parts together: it loads nothing itself (cmd/warmd hands it a parsed
-// config), starts every part and the API listeners in one errgroup, feeds config reloads to the parts,
-// and stops everything within a bounded grace period when its context ends.
+// config) and builds nothing itself (an Assembler, pkg/assemble in `warmd run`, builds the parts); it
+// starts every part and the API listeners in one errgroup, feeds config reloads to the parts, answers
+// /readyz from the parts' Ready, and stops everything within a bounded grace period when its context
+// ends.
 //
 // It owns the lifecycle, not what the parts do.
 package daemon

@@ -48,8 +48,10 @@ func TestPartFollowsReload(t *testing.T) {
 	waitPhases(t, store, "the first scan reports the missing dir", func(st phases.Status) bool {
 		return st.PodLogDir == cfg.Phases.PodLogDir && len(st.Problems) == 1
 	})
-	if err := f.Ready(); err != nil {
-		t.Errorf("not ready after the first scan: %v", err)
+	for deadline := time.Now().Add(10 * time.Second); f.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after the first scan: %v", f.Ready())
+		}
 	}
 	next := *cfg
 	next.Phases.PodLogDir = filepath.Join(dir, "pods-b")
