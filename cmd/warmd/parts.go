@@ -106,7 +106,7 @@ func runningModels(d daemon.Deps) func() []string {
 // (cache.CheckSKU) and says so in its status.
 func nodeSKU(store *state.Store) func() string {
 	return func() string {
-		st, _ := nvml.FromSnapshot(store.Snapshot())
+		st, _ := nvml.Section.Get(store)
 		return st.Inventory.SKU
 	}
 }

@@ -27,7 +27,7 @@ func (b *StartsBridge) Run(ctx context.Context) error {
 	var seen map[string]bool
 	for {
 		ch := b.Store.Changed()
-		st, _ := b.Store.Get(state.SectionPhases).(phases.Status)
+		st, _ := phases.Section.Get(b.Store)
 		if seen == nil {
 			seen = map[string]bool{}
 			for i := range st.Records {

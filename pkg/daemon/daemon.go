@@ -22,6 +22,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
@@ -66,30 +67,6 @@ type Options struct {
 	Poll time.Duration
 }
 
-// DaemonStatus is the daemon's own status section.
-type DaemonStatus struct {
-	Version    string    `json:"version"`
-	NodeName   string    `json:"nodeName"`
-	DataDir    string    `json:"dataDir"`
-	ConfigFile string    `json:"configFile"`
-	Started    time.Time `json:"started"`
-	PID        int       `json:"pid"`
-	Parts      []string  `json:"parts"`
-	Reloads    int       `json:"reloads"`
-	LastReload *Reload   `json:"lastReload,omitempty"`
-	Listen     string    `json:"listen"`
-	Socket     string    `json:"socket"`
-	Stopping   bool      `json:"stopping,omitempty"`
-	Problems   []string  `json:"problems,omitempty"`
-}
-
-// Reload records the outcome of the last config reload.
-type Reload struct {
-	Time    time.Time `json:"time"`
-	Applied bool      `json:"applied"`
-	Error   string    `json:"error,omitempty"`
-}
-
 // Run runs the daemon until ctx ends. It returns nil after a clean shutdown.
 func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metrics, gatherer prometheus.Gatherer, log *slog.Logger) error {
 	cfg := opts.Config
@@ -119,7 +96,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			parts = append(parts, p)
 		}
 	}
-	ds := DaemonStatus{
+	ds := daemonstatus.Status{
 		Version: version.Version, NodeName: cfg.NodeName, DataDir: cfg.DataDir, ConfigFile: opts.ConfigPath,
 		Started: time.Now().UTC(), PID: os.Getpid(), Listen: cfg.API.Listen, Socket: cfg.API.Socket,
 	}
@@ -127,15 +104,15 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		ds.Parts = append(ds.Parts, p.Name())
 	}
 	var dsMu sync.Mutex
-	publishDaemon := func(mut func(*DaemonStatus)) {
+	publishDaemon := func(mut func(*daemonstatus.Status)) {
 		dsMu.Lock()
 		defer dsMu.Unlock()
 		mut(&ds)
 		cp := ds
-		store.Publish(state.SectionDaemon, cp)
+		daemonstatus.Section.Publish(store, cp)
 	}
-	publishDaemon(func(*DaemonStatus) {})
-	store.Publish(state.SectionConfig, Summarize(cfg))
+	publishDaemon(func(*daemonstatus.Status) {})
+	daemonstatus.ConfigSection.Publish(store, daemonstatus.Summarize(cfg))
 
 	local, err := api.ListenUnix(cfg.API.Socket)
 	if err != nil {
@@ -172,7 +149,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			if err == nil {
 				err = fixedAcrossReloads(cfg, next)
 			}
-			r := &Reload{Time: time.Now().UTC(), Applied: err == nil}
+			r := &daemonstatus.Reload{Time: time.Now().UTC(), Applied: err == nil}
 			if err != nil {
 				r.Error = state.Reason(err)
 				m.Daemon.ConfigReloads.WithLabelValues("rejected").Inc()
@@ -185,9 +162,9 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 						rc.Reconfigure(next)
 					}
 				}
-				store.Publish(state.SectionConfig, Summarize(next))
+				daemonstatus.ConfigSection.Publish(store, daemonstatus.Summarize(next))
 			}
-			publishDaemon(func(d *DaemonStatus) { d.Reloads++; d.LastReload = r })
+			publishDaemon(func(d *daemonstatus.Status) { d.Reloads++; d.LastReload = r })
 		})
 	})
 	srvErr := make(chan error, 2)
@@ -210,7 +187,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		pendingSrv--
 		log.Error("API server failed; stopping", "err", runErr)
 	}
-	publishDaemon(func(d *DaemonStatus) { d.Stopping = true })
+	publishDaemon(func(d *daemonstatus.Status) { d.Stopping = true })
 	stopParts()
 	select {
 	case err := <-partsDone:

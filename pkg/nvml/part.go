@@ -15,7 +15,11 @@ import (
 // (driver upgrade, MIG reconfiguration, a GPU falling off the bus), so minutes are plenty.
 const DefaultInterval = 5 * time.Minute
 
-// Status is the gpu section of /v1/status (state.SectionGPU).
+// Section is the gpu section of the node state: the GPU identity pkg/cache keys caches by and
+// readiness labels the Node with.
+var Section = state.NewKey[Status]("gpu")
+
+// Status is the gpu section of /v1/status (Section).
 type Status struct {
 	Inventory Inventory `json:"inventory"`
 	// Labels are the identity labels for the current inventory, as readiness will publish them.
@@ -52,7 +56,7 @@ type PartOptions struct {
 	Now func() time.Time
 }
 
-// Part detects the GPU inventory at start and every Interval, publishes state.SectionGPU and the
+// Part detects the GPU inventory at start and every Interval, publishes Section and the
 // warmd_gpu_* metrics. Detection errors never stop it: they are logged and shown in the status.
 type Part struct {
 	det   Detector
@@ -147,7 +151,7 @@ func (p *Part) Current() Status {
 func (p *Part) publishLocked() {
 	s := p.last
 	s.Labels = s.Labels.Merge(nil) // readers share the published value; keep ours private
-	p.store.Publish(state.SectionGPU, s)
+	Section.Publish(p.store, s)
 	if p.m == nil {
 		return
 	}
@@ -159,11 +163,4 @@ func (p *Part) publishLocked() {
 	p.m.Info.Reset()
 	p.m.Info.WithLabelValues(inv.SKU, product, inv.DriverVersion).Set(1)
 	p.m.Count.Set(float64(len(inv.Devices)))
-}
-
-// FromSnapshot returns the gpu section of a state snapshot; ok is false before the first detection.
-// pkg/cache and pkg/readiness read the SKU key and identity labels this way.
-func FromSnapshot(snap state.Snapshot) (Status, bool) {
-	s, ok := snap.Sections[state.SectionGPU].(Status)
-	return s, ok
 }

@@ -24,7 +24,6 @@ import (
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/state"
 )
 
 const vllmNS = "default"
@@ -462,8 +461,8 @@ func (e *e2e) followerRecordsStart(ctx context.Context, t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		var s phases.Status
-		if _, err := st.Section(state.SectionPhases, &s); err != nil {
+		s, _, err := phases.Section.Decode(st.Sections)
+		if err != nil {
 			return false, err
 		}
 		for i, r := range s.Records {
