@@ -12,6 +12,7 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/phases/follow"
@@ -136,7 +137,9 @@ func modelName(cfg *config.NodeConfig) follow.ModelFunc {
 	names := map[string]string{}
 	for _, m := range cfg.Models {
 		names[m.Name] = m.Name
-		names["models--"+strings.ReplaceAll(m.Name, "/", "--")] = m.Name
+		if d, err := model.DirName(m.Name); err == nil {
+			names[d] = m.Name
+		}
 		names[filepath.Base(m.Name)] = m.Name
 	}
 	return func(_, _ string, r phases.Result) string {

@@ -8,6 +8,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -23,7 +24,7 @@ var Section = state.NewKey[Status]("gpu")
 type Status struct {
 	Inventory Inventory `json:"inventory"`
 	// Labels are the identity labels for the current inventory, as readiness will publish them.
-	Labels Labels `json:"labels"`
+	Labels nodelabels.Labels `json:"labels"`
 	// Cacheable says whether compile caches may be keyed by Inventory.SKU (see Cacheable).
 	Cacheable bool `json:"cacheable"`
 	// Detected is when Inventory was read; LastAttempt when detection last ran.
@@ -150,7 +151,7 @@ func (p *Part) Current() Status {
 
 func (p *Part) publishLocked() {
 	s := p.last
-	s.Labels = s.Labels.Merge(nil) // readers share the published value; keep ours private
+	s.Labels = s.Labels.Merge() // readers share the published value; keep ours private
 	Section.Publish(p.store, s)
 	if p.m == nil {
 		return

@@ -19,6 +19,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness/predict"
 	"warmd.io/warmd/pkg/state"
 )
@@ -38,7 +39,7 @@ type Status struct {
 	Warm         bool                  `json:"warm"`
 	StartupTaint bool                  `json:"startupTaint"`
 	Models       map[string]ModelState `json:"models,omitempty"`
-	Labels       Labels                `json:"labels,omitempty"`
+	Labels       nodelabels.Labels     `json:"labels,omitempty"`
 	Condition    Condition             `json:"condition"`
 	LastSync     *SyncResult           `json:"lastSync,omitempty"`
 	// Predictions is the time-to-ready prediction per wanted model with its breakdown.

@@ -35,6 +35,7 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/extender"
+	modelid "warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
@@ -133,7 +134,7 @@ api: {listen: '127.0.0.1:0'}
 			t.Logf("node A log:\n%s\nnode B log:\n%s", a.logTail(), b.logTail())
 		}
 	}()
-	modelKey := readiness.ModelLabelKey(model)
+	modelKey := modelid.LabelKey(model)
 
 	// 1. Both nodes go cold → warm: image pulled, unpacked and pinned in each node's containerd, weights
 	// verified in HF layout.

@@ -7,6 +7,7 @@ import (
 
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
@@ -38,7 +39,7 @@ func snapshot(sections map[string]any) state.Snapshot {
 
 func gpu() nvml.Status {
 	return nvml.Status{Inventory: nvml.Inventory{Present: true, SKU: sku}, Cacheable: true,
-		Labels: nvml.Labels{"warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+		Labels: nodelabels.Labels{"warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
 }
 
 func TestEverythingVerifiedIsWarmAndPredicted(t *testing.T) {
