@@ -91,7 +91,7 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 		if !m.Wants {
 			continue
 		}
-		s := predict.Situation{Model: m.Name, Node: node, SKU: in.SKU, Cache: predict.CacheMiss,
+		s := predict.Situation{Model: m.Name, Node: node, SKU: in.SKU, Cache: phases.CacheMiss,
 			ImageLocal: m.Image.Ref == "" || m.Image.Digest != "", WeightsLocal: m.Weights.VerifiedRevision != ""}
 		if im, ok := images.ForModel(m.Name); ok {
 			s.ImageBytes = im.TotalBytes
@@ -100,7 +100,7 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 			s.WeightsBytes = ws.BytesTotal
 		}
 		if in.CompileCacheEnabled && cacheSynced && cc.Bytes > 0 {
-			s.Cache = predict.CacheHit
+			s.Cache = phases.CacheHit
 		}
 		sits = append(sits, s)
 	}
