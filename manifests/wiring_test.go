@@ -10,6 +10,7 @@ import (
 
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -122,9 +123,9 @@ func TestExampleDeployment(t *testing.T) {
 	dep := typed[appsv1.Deployment](t, docs, "Deployment", "vllm-qwen2-5-7b")
 	pod := dep.Spec.Template.Spec
 	pref := pod.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	if len(pref) == 0 || pref[0].Preference.MatchExpressions[0].Key != readiness.ModelLabelKey(m.Name) ||
+	if len(pref) == 0 || pref[0].Preference.MatchExpressions[0].Key != model.LabelKey(m.Name) ||
 		pref[0].Preference.MatchExpressions[0].Values[0] != string(readiness.StateWarm) {
-		t.Errorf("preferred affinity %+v, want %s=warm", pref, readiness.ModelLabelKey(m.Name))
+		t.Errorf("preferred affinity %+v, want %s=warm", pref, model.LabelKey(m.Name))
 	}
 	for _, tl := range pod.Tolerations {
 		if tl.Key == readiness.TaintCold {
@@ -143,7 +144,11 @@ func TestExampleDeployment(t *testing.T) {
 	// The cache variables are exactly what `warmd cache env --model <name>` prints (cache.PodEnv), so the
 	// example and the daemon's per-model trees (which eviction protects while a pod runs) agree.
 	wantEnv := map[string]string{"HF_HUB_CACHE": "/models", "HF_HUB_OFFLINE": "1"}
-	for _, e := range cache.PodEnv(cache.PodMountPath, m.Name) {
+	podEnv, err := cache.PodEnv(cache.PodMountPath, m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range podEnv {
 		wantEnv[e.Name] = e.Value
 	}
 	for k, v := range wantEnv {

@@ -116,8 +116,12 @@ model's tree a running pod uses. Paste the output into the container and pod spe
 			if err := cli.CheckFormat(output, "yaml", "json"); err != nil {
 				return err
 			}
+			env, err := cache.PodEnv(cache.PodMountPath, model)
+			if err != nil {
+				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--model: %w", err)}
+			}
 			var st podCacheSettings
-			for _, e := range cache.PodEnv(cache.PodMountPath, model) {
+			for _, e := range env {
 				st.Env = append(st.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 			}
 			st.VolumeMounts = []corev1.VolumeMount{{Name: "warmd-compile-cache", MountPath: cache.PodMountPath}}
@@ -126,7 +130,7 @@ model's tree a running pod uses. Paste the output into the container and pod spe
 				HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(dataDir, "compile-cache", cache.NodeLink), Type: &dir}}}}
 			if output == "yaml" {
 				fmt.Fprintln(s.Out, "# warmd compile caches: env and volumeMounts go in the vLLM container, volumes in the pod spec.")
-				for _, e := range cache.PodEnv(cache.PodMountPath, model) {
+				for _, e := range env {
 					fmt.Fprintf(s.Out, "# %s: %s\n", e.Name, e.Why)
 				}
 			}

@@ -26,6 +26,17 @@ func runCache(t *testing.T, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
+// TestCacheEnvRefusesANameThatIsNoModelID: the per-model vLLM root is the model's slug, which only a
+// valid model id has; any other name is refused instead of sanitized into a dir that another name
+// ("org/a b" and "org/a-b") could share.
+func TestCacheEnvRefusesANameThatIsNoModelID(t *testing.T) {
+	_, _, err := runCache(t, "env", "--model", "org/a b")
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), "model name") {
+		t.Fatalf("err = %v, want exit 2 naming the model name rule", err)
+	}
+}
+
 // TestCacheEnv: the printed settings parse as pod-spec pieces, and the hostPath and env paths are the
 // ones the daemon manages (the node link, the component dirs under the mount).
 func TestCacheEnv(t *testing.T) {
@@ -36,6 +47,7 @@ func TestCacheEnv(t *testing.T) {
 	}{
 		{"shared", nil, "/warmd/compile-cache/vllm"},
 		{"per model", []string{"--model", "Qwen/Qwen2.5-7B-Instruct"}, "/warmd/compile-cache/vllm/models/qwen--qwen2.5-7b-instruct"},
+		{"per model, lower case", []string{"--model", "gpt2"}, "/warmd/compile-cache/vllm/models/gpt2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _, err := runCache(t, append([]string{"env", "--data-dir", "/var/lib/warmd"}, tc.args...)...)

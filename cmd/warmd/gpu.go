@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml"
 	"warmd.io/warmd/pkg/status"
@@ -22,10 +23,10 @@ type gpuOptions struct {
 
 // gpuReport is what `warmd gpu -o json|yaml` prints.
 type gpuReport struct {
-	Inventory nvml.Inventory `json:"inventory"`
-	Labels    nvml.Labels    `json:"labels"`
-	Cacheable bool           `json:"cacheable"`
-	Error     string         `json:"error,omitempty"`
+	Inventory nvml.Inventory    `json:"inventory"`
+	Labels    nodelabels.Labels `json:"labels"`
+	Cacheable bool              `json:"cacheable"`
+	Error     string            `json:"error,omitempty"`
 }
 
 func newGPUCommand(s cli.IOStreams) *cobra.Command {

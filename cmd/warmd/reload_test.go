@@ -17,7 +17,6 @@ import (
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/state"
 )
 
 // TestReloadedModelIsManaged runs `warmd run` and adds a model to its config file while it runs. The
@@ -98,8 +97,7 @@ func TestReloadedModelIsManaged(t *testing.T) {
 		if err != nil {
 			return prefetch.ModelStatus{}, err.Error()
 		}
-		var ws prefetch.WeightsStatus
-		_, _ = st.Section(state.SectionWeights, &ws)
+		ws, _, _ := prefetch.WeightsSection.Decode(st.Sections)
 		ms, _ := ws.Model(name)
 		return ms, fmt.Sprintf("%+v", ws.Models)
 	}
@@ -131,8 +129,7 @@ func TestReloadedModelIsManaged(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		var ph phases.Status
-		_, _ = st.Section(state.SectionPhases, &ph)
+		ph, _, _ := phases.Section.Decode(st.Sections)
 		if len(ph.Records) == 0 {
 			return false, "no record yet"
 		}

@@ -14,7 +14,6 @@ import (
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/status"
 )
 
@@ -88,8 +87,7 @@ func showStatus(ctx context.Context, s cli.IOStreams, o statusOptions, color boo
 	if err != nil {
 		return false, &cli.ExitError{Code: 3, Err: err}
 	}
-	var r readiness.Status
-	_, _ = st.Section(state.SectionReadiness, &r)
+	r, _, _ := readiness.Section.Decode(st.Sections)
 	now := time.Now
 	if o.now != nil {
 		now = o.now

@@ -16,23 +16,11 @@ import (
 var ErrNotRunning = errors.New("warmd is not running")
 
 // RawStatus is /v1/status with each section left as JSON, so a client decodes the sections it knows
-// into their types and shows the rest as they are.
+// into their types (state.Key.Decode with the producer's key) and shows the rest as they are.
 type RawStatus struct {
 	Version  uint64                     `json:"version"`
 	Updated  time.Time                  `json:"updated"`
 	Sections map[string]json.RawMessage `json:"sections"`
-}
-
-// Section decodes one section into v; it reports false when the section is absent.
-func (r *RawStatus) Section(name string, v any) (bool, error) {
-	raw, ok := r.Sections[name]
-	if !ok || string(raw) == "null" {
-		return false, nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return true, fmt.Errorf("decode status section %s: %w", name, err)
-	}
-	return true, nil
 }
 
 // Client talks to the local API over the unix socket.

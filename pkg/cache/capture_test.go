@@ -41,8 +41,8 @@ func TestLayoutAndNodeLink(t *testing.T) {
 	if got, err := os.Readlink(link); err != nil || got != skuA {
 		t.Fatalf("%s -> %q (%v), want %s", link, got, err, skuA)
 	}
-	env := PodEnv(PodMountPath, "")
-	if len(env) != 4 || env[3].Name != "FLASHINFER_WORKSPACE_BASE" || env[3].Value != PodMountPath+"/flashinfer" {
+	env, err := PodEnv(PodMountPath, "")
+	if err != nil || len(env) != 4 || env[3].Name != "FLASHINFER_WORKSPACE_BASE" || env[3].Value != PodMountPath+"/flashinfer" {
 		t.Fatalf("pod env %+v", env)
 	}
 }

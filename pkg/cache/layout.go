@@ -32,6 +32,7 @@ import (
 	"syscall"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/model"
 )
 
 // Component names: the four caches a vLLM pod writes, each its own subtree and bundle stream.
@@ -245,34 +246,30 @@ type EnvVar struct {
 // already keep models apart, but a per-model root lets the daemon see which model's tree a running
 // pod uses (InUse) and evict other models' trees first. Triton, Inductor and FlashInfer stay shared:
 // their entries are per kernel, and models reuse each other's kernels.
-func PodEnv(mount, model string) []EnvVar {
+// A name that is not a valid model id is an error: its tree could not be told apart from another's.
+func PodEnv(mount, name string) ([]EnvVar, error) {
 	vllm := mount + "/" + ComponentVLLM
-	if model != "" {
-		vllm += "/models/" + ModelSlug(model)
+	if name != "" {
+		tree, err := ModelTree(name)
+		if err != nil {
+			return nil, err
+		}
+		vllm = mount + "/" + tree
 	}
 	return []EnvVar{
 		{"VLLM_CACHE_ROOT", vllm, "vLLM torch.compile cache (torch_compile_cache/<hash>/…; also holds the Inductor/Triton files vLLM redirects there)"},
 		{"TORCHINDUCTOR_CACHE_DIR", mount + "/" + ComponentInductor, "Inductor FX/AOTAutograd caches outside vLLM's own tree"},
 		{"TRITON_CACHE_DIR", mount + "/" + ComponentTriton, "Triton kernels outside vLLM's own tree"},
 		{"FLASHINFER_WORKSPACE_BASE", mount + "/" + ComponentFlashInfer, "FlashInfer JIT: <base>/.cache/flashinfer/<version>/<arch>/cached_ops/<op>/<op>.so"},
-	}
+	}, nil
 }
 
-// ModelSlug turns a model name ("Qwen/Qwen2.5-7B-Instruct") into a path element
-// ("qwen--qwen2.5-7b-instruct"): lowercase, "/" as "--", anything else unsafe as "-".
-func ModelSlug(model string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.ReplaceAll(model, "/", "--")) {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('-')
-		}
+// ModelTree is one model's vLLM cache root below the cache root, vllm/models/<model.Slug>: where
+// PodEnv points a pod's VLLM_CACHE_ROOT, and what InUse names for a running model.
+func ModelTree(name string) (string, error) {
+	slug, err := model.Slug(name)
+	if err != nil {
+		return "", fmt.Errorf("per-model vLLM cache root: %w", err)
 	}
-	s := strings.Trim(b.String(), ".-")
-	if s == "" {
-		s = "model"
-	}
-	return s
+	return ComponentVLLM + "/models/" + slug, nil
 }

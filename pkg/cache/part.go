@@ -33,10 +33,31 @@ type PartOptions struct {
 	Tick time.Duration
 }
 
-// Status is the compileCache section of the node state.
+// Section is the compile-cache part's section of the node state.
+var Section = state.NewKey[Status]("compileCache")
+
+// State is where the compile-cache part stands; readiness holds a model cold until StateReady for the
+// node's SKU.
+type State string
+
+// The compile-cache part's states (the values of /v1/status compileCache.state).
+const (
+	// StateWaiting: no cacheable SKU yet, or the cache could not be set up for it.
+	StateWaiting State = "waiting"
+	// StateRestoring: the first restore of this SKU's tree is running.
+	StateRestoring State = "restoring"
+	// StateReady: everything the fleet captured for this SKU is on disk; watching for new entries.
+	StateReady State = "ready"
+	// StateError: the cache cannot run for this SKU (see Message).
+	StateError State = "error"
+	// StateDisabled: a reload set compileCache.disabled; nothing is kept until it is cleared.
+	StateDisabled State = "disabled"
+)
+
+// Status is the compileCache section of the node state (Section).
 type Status struct {
-	// State: waiting (no cacheable SKU yet), restoring (first restore running), ready, error.
-	State      string            `json:"state"`
+	// State is "" only in a status built outside the part (warmd cache status).
+	State      State             `json:"state"`
 	SKU        string            `json:"sku,omitempty"`
 	Root       string            `json:"root,omitempty"`
 	Remote     string            `json:"remote,omitempty"`
@@ -151,7 +172,7 @@ func (p *Part) Run(ctx context.Context) error {
 	starts := make(chan struct{})
 	go func() { defer close(starts); p.followStarts(ctx) }()
 	defer func() { <-starts }()
-	p.publish(Status{State: "waiting", Message: "waiting for the GPU SKU key"})
+	p.publish(Status{State: StateWaiting, Message: "waiting for the GPU SKU key"})
 	t := time.NewTicker(p.o.Tick)
 	defer t.Stop()
 	for {
@@ -159,18 +180,18 @@ func (p *Part) Run(ctx context.Context) error {
 		switch err := CheckSKU(sku); {
 		case p.config().CompileCache.Disabled:
 			p.setReady(nil)
-			p.publish(Status{State: "disabled", Message: "compileCache.disabled is set"})
+			p.publish(Status{State: StateDisabled, Message: "compileCache.disabled is set"})
 		case err == nil:
 			if err := p.runSKU(ctx, sku); err != nil {
 				p.log.Error("compile caches stopped", "err", err)
 				p.setReady(fmt.Errorf("compile caches stopped: %w", err))
-				p.publish(Status{State: "error", SKU: sku, Message: state.Reason(err)})
+				p.publish(Status{State: StateError, SKU: sku, Message: state.Reason(err)})
 			}
 		case sku == "":
-			p.publish(Status{State: "waiting", Message: "waiting for the GPU SKU key"})
+			p.publish(Status{State: StateWaiting, Message: "waiting for the GPU SKU key"})
 		default: // known, not cacheable: the pass is done, nothing to keep
 			p.setReady(nil)
-			p.publish(Status{State: "waiting", SKU: sku, Message: state.Reason(err)})
+			p.publish(Status{State: StateWaiting, SKU: sku, Message: state.Reason(err)})
 		}
 		select {
 		case <-ctx.Done():
@@ -214,12 +235,12 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		p.mgr = nil
 		p.mu.Unlock()
 	}()
-	p.publishMgr(mgr, "restoring")
+	p.publishMgr(mgr, StateRestoring)
 	p.setReady(nil)
 	if _, err := mgr.Restore(ctx); err != nil && ctx.Err() == nil {
 		p.log.Warn("initial compile-cache restore failed; retrying later", "err", err)
 	}
-	p.publishMgr(mgr, "ready")
+	p.publishMgr(mgr, StateReady)
 	w, err := NewWatcher(mgr.r.tree, cc.QuietPeriod.Duration, nil)
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", mgr.Layout().Root(), err)
@@ -272,7 +293,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 			if _, err := mgr.Evict(); err != nil {
 				p.log.Warn("compile-cache eviction failed", "err", err)
 			}
-			p.publishMgr(mgr, "ready")
+			p.publishMgr(mgr, StateReady)
 		}
 	}
 }
@@ -292,14 +313,14 @@ func (p *Part) ReportStart(r StartReport) StartVerdict {
 		p.m.RestoredButMissed.Inc()
 		p.log.Warn("vLLM compiled although its SKU's cache was restored", "reason", v.Reason)
 	}
-	p.publishMgr(mgr, "ready")
+	p.publishMgr(mgr, StateReady)
 	return v
 }
 
-func (p *Part) publish(s Status) { p.store.Publish(state.SectionCache, s) }
+func (p *Part) publish(s Status) { Section.Publish(p.store, s) }
 
 // Snapshot builds the status of mgr (it measures the tree).
-func Snapshot(mgr *Manager, st, remote string) Status {
+func Snapshot(mgr *Manager, st State, remote string) Status {
 	s := Status{State: st, SKU: mgr.o.SKU, Root: mgr.layout.Root(), Remote: remote, Budget: mgr.o.Budget, Stats: mgr.Stats()}
 	bytes, files, err := mgr.TreeBytes()
 	if err != nil {
@@ -319,7 +340,7 @@ func Snapshot(mgr *Manager, st, remote string) Status {
 	return s
 }
 
-func (p *Part) publishMgr(mgr *Manager, st string) {
+func (p *Part) publishMgr(mgr *Manager, st State) {
 	s := Snapshot(mgr, st, p.config().CompileCache.Remote)
 	for _, c := range s.Components {
 		p.m.Bytes.WithLabelValues(c.Name).Set(float64(c.Bytes))

@@ -19,6 +19,7 @@ import (
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 func newTestPart(t *testing.T, store objstore.Store, sku func() string) (*Part, *state.Store, *metrics.Metrics, string) {
@@ -36,25 +37,6 @@ func newTestPart(t *testing.T, store objstore.Store, sku func() string) (*Part, 
 	return p, st, m, cfg.DataDir
 }
 
-// waitStatus polls the published section until ok accepts it (bounded; no timing is asserted).
-func waitStatus(t *testing.T, st *state.Store, what string, ok func(Status) bool) Status {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		s, _ := st.Get(state.SectionCache).(Status)
-		if ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: last status %+v", what, s)
-		}
-		select {
-		case <-st.Changed():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // TestPartCapturesUploadsAndReports runs the daemon part: it waits for a cacheable SKU, restores,
 // watches, captures what a "pod" writes after the quiet period, uploads it, and publishes status and
 // metrics; a second node's part restores it at start.
@@ -66,17 +48,17 @@ func TestPartCapturesUploadsAndReports(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitStatus(t, st, "waiting without a SKU", func(s Status) bool { return s.State == "waiting" })
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateWaiting })
 	mu.Lock()
 	sku = skuA
 	mu.Unlock()
-	waitStatus(t, st, "ready once the SKU is known", func(s Status) bool { return s.State == "ready" })
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateReady })
 
 	// A pod compiles a FlashInfer op into the tree (through the node link, as a pod's mount does).
 	op := filepath.Join(dataDir, "compile-cache", NodeLink, "flashinfer/.cache/flashinfer/0.4.1/90a/cached_ops/op")
 	os.MkdirAll(op, 0o755)
 	os.WriteFile(filepath.Join(op, "op.so"), make([]byte, 300<<10), 0o755)
-	s := waitStatus(t, st, "capture and upload", func(s Status) bool { return s.Uploaded >= 1 })
+	s := statetest.Wait(t, st, Section, func(s Status) bool { return s.Uploaded >= 1 })
 	if s.SKU != skuA || s.BundlesLocal != 1 || s.Components[3].Name != ComponentFlashInfer || s.Components[3].Files != 1 {
 		t.Fatalf("status after capture: %+v", s)
 	}
@@ -101,7 +83,7 @@ func TestPartCapturesUploadsAndReports(t *testing.T) {
 	done2 := make(chan error, 1)
 	go func() { done2 <- p2.Run(ctx2) }()
 	defer func() { cancel2(); <-done2 }() // stop before TempDir cleanup removes its tree
-	waitStatus(t, st2, "restore on the second node", func(s Status) bool { return s.Restored == 1 && s.State == "ready" })
+	statetest.Wait(t, st2, Section, func(s Status) bool { return s.Restored == 1 && s.State == StateReady })
 	if b, err := os.ReadFile(filepath.Join(dataDir2, "compile-cache", skuA, "flashinfer/.cache/flashinfer/0.4.1/90a/cached_ops/op/op.so")); err != nil || len(b) != 300<<10 {
 		t.Fatalf("second node's restored op.so: %d bytes, %v", len(b), err)
 	}
@@ -124,25 +106,25 @@ func TestPartFollowsRecordedStarts(t *testing.T) {
 	sku := ""
 	p, st, m, _ := newTestPart(t, objstore.NewMemory(), func() string { mu.Lock(); defer mu.Unlock(); return sku })
 	old := phases.Record{Pod: "old", Result: phases.Result{CompileCache: phases.CacheHit, StartedAt: time.Now()}}
-	st.Publish(state.SectionPhases, phases.Status{Records: []phases.Record{old}})
+	phases.Section.Publish(st, phases.Status{Records: []phases.Record{old}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitStatus(t, st, "waiting without a SKU", func(s Status) bool { return s.State == "waiting" })
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateWaiting })
 	if p.Ready() == nil {
 		t.Error("ready before the SKU is known")
 	}
 	mu.Lock()
 	sku = skuA
 	mu.Unlock()
-	waitStatus(t, st, "ready once the SKU is known", func(s Status) bool { return s.State == "ready" })
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateReady })
 	if err := p.Ready(); err != nil {
 		t.Errorf("not ready with the tree open: %v", err)
 	}
 	started := phases.Record{Pod: "new", Result: phases.Result{CompileCache: phases.CacheHit, StartedAt: time.Now()}}
-	st.Publish(state.SectionPhases, phases.Status{Records: []phases.Record{started, old}})
-	waitStatus(t, st, "the new start judged", func(s Status) bool { return s.Hits == 1 })
+	phases.Section.Publish(st, phases.Status{Records: []phases.Record{started, old}})
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.Hits == 1 })
 	if got := testutil.ToFloat64(m.Cache.Starts.WithLabelValues("hit")); got != 1 {
 		t.Errorf("hit starts metric = %v, want 1 (the earlier record is not counted again)", got)
 	}

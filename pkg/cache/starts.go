@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"warmd.io/warmd/pkg/phases"
-	"warmd.io/warmd/pkg/state"
 )
 
 // followStarts reports every vLLM start recorded in the phases section to hit/miss accounting, once,
@@ -14,7 +13,7 @@ func (p *Part) followStarts(ctx context.Context) {
 	var seen map[string]bool
 	for {
 		ch := p.store.Changed()
-		st, _ := p.store.Get(state.SectionPhases).(phases.Status)
+		st, _ := phases.Section.Get(p.store)
 		if seen == nil {
 			seen = map[string]bool{}
 			for i := range st.Records {
@@ -46,7 +45,9 @@ func (p *Part) inUse() []string {
 	}
 	var trees []string
 	for _, m := range p.o.Running() {
-		trees = append(trees, "vllm/models/"+ModelSlug(m))
+		if t, err := ModelTree(m); err == nil { // a name that is no model id has no tree
+			trees = append(trees, t)
+		}
 	}
 	return trees
 }

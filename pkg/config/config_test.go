@@ -195,3 +195,20 @@ func TestValidationErrorWithout(t *testing.T) {
 		t.Errorf("Without every field = %v, want nil", err)
 	}
 }
+
+// TestModelsEqualUpToCaseRefused: two entries whose ids differ only in case are one model on the Hub
+// and would share one compile-cache tree (model.Slug lower-cases); config refuses the second.
+func TestModelsEqualUpToCaseRefused(t *testing.T) {
+	cfg := `apiVersion: warmd.io/v1alpha1
+kind: NodeConfig
+models:
+- name: Qwen/Qwen2.5-7B-Instruct
+  source: s3://b/a/
+- name: qwen/qwen2.5-7b-instruct
+  source: s3://b/b/
+`
+	_, err := Parse([]byte(cfg))
+	if err == nil || !strings.Contains(err.Error(), `models[1].name: "qwen/qwen2.5-7b-instruct" is models[0] ("Qwen/Qwen2.5-7B-Instruct") in another case`) {
+		t.Fatalf("Parse = %v, want models[1] refused as models[0] in another case", err)
+	}
+}

@@ -116,13 +116,20 @@ func (c *NodeConfig) Validate() error {
 	if !p.countIn("models", len(models), "") {
 		models = nil
 	}
-	seen := map[string]int{}
 	for i, m := range models {
 		c.validateModel(&p, fmt.Sprintf("models[%d]", i), m)
-		if j, dup := seen[m.Name]; dup && m.Name != "" {
-			p.add(fmt.Sprintf("models[%d].name", i), fmt.Sprintf("%s repeats models[%d]", quote(m.Name), j), "give each model one entry")
+		for j := range i {
+			if m.Name == "" || !model.SameModel(m.Name, models[j].Name) {
+				continue
+			}
+			if m.Name == models[j].Name {
+				p.add(fmt.Sprintf("models[%d].name", i), fmt.Sprintf("%s repeats models[%d]", quote(m.Name), j), "give each model one entry")
+			} else { // they would share a compile-cache tree (model.Slug), and the Hub takes them for one repo
+				p.add(fmt.Sprintf("models[%d].name", i), fmt.Sprintf("%s is models[%d] (%s) in another case", quote(m.Name), j, quote(models[j].Name)),
+					"model ids are case-insensitive on the Hub; give each model one entry")
+			}
+			break
 		}
-		seen[m.Name] = i
 	}
 	images := c.Images
 	if !p.countIn("images", len(images), "") {

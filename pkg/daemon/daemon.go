@@ -25,6 +25,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/nodewatch"
@@ -85,30 +86,6 @@ type Options struct {
 	Poll time.Duration
 }
 
-// DaemonStatus is the daemon's own status section.
-type DaemonStatus struct {
-	Version    string    `json:"version"`
-	NodeName   string    `json:"nodeName"`
-	DataDir    string    `json:"dataDir"`
-	ConfigFile string    `json:"configFile"`
-	Started    time.Time `json:"started"`
-	PID        int       `json:"pid"`
-	Parts      []string  `json:"parts"`
-	Reloads    int       `json:"reloads"`
-	LastReload *Reload   `json:"lastReload,omitempty"`
-	Listen     string    `json:"listen"`
-	Socket     string    `json:"socket"`
-	Stopping   bool      `json:"stopping,omitempty"`
-	Problems   []string  `json:"problems,omitempty"`
-}
-
-// Reload records the outcome of the last config reload.
-type Reload struct {
-	Time    time.Time `json:"time"`
-	Applied bool      `json:"applied"`
-	Error   string    `json:"error,omitempty"`
-}
-
 // Run runs the daemon until ctx ends. It returns nil after a clean shutdown.
 func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metrics, gatherer prometheus.Gatherer, log *slog.Logger) error {
 	cfg := opts.Config
@@ -132,7 +109,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		return fmt.Errorf("set up: %w", err)
 	}
 	parts := asm.Parts
-	ds := DaemonStatus{
+	ds := daemonstatus.Status{
 		Version: version.Version, NodeName: cfg.NodeName, DataDir: cfg.DataDir, ConfigFile: opts.ConfigPath,
 		Started: time.Now().UTC(), PID: os.Getpid(), Listen: cfg.API.Listen, Socket: cfg.API.Socket,
 	}
@@ -140,15 +117,15 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		ds.Parts = append(ds.Parts, p.Name())
 	}
 	var dsMu sync.Mutex
-	publishDaemon := func(mut func(*DaemonStatus)) {
+	publishDaemon := func(mut func(*daemonstatus.Status)) {
 		dsMu.Lock()
 		defer dsMu.Unlock()
 		mut(&ds)
 		cp := ds
-		store.Publish(state.SectionDaemon, cp)
+		daemonstatus.Section.Publish(store, cp)
 	}
-	publishDaemon(func(*DaemonStatus) {})
-	store.Publish(state.SectionConfig, Summarize(cfg))
+	publishDaemon(func(*daemonstatus.Status) {})
+	daemonstatus.ConfigSection.Publish(store, daemonstatus.Summarize(cfg))
 
 	local, err := api.ListenUnix(cfg.API.Socket)
 	if err != nil {
@@ -192,7 +169,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			if err == nil {
 				err = fixedAcrossReloads(cfg, next)
 			}
-			r := &Reload{Time: time.Now().UTC(), Applied: err == nil}
+			r := &daemonstatus.Reload{Time: time.Now().UTC(), Applied: err == nil}
 			if err != nil {
 				r.Error = state.Reason(err)
 				m.Daemon.ConfigReloads.WithLabelValues("rejected").Inc()
@@ -211,9 +188,9 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 						rc.Reconfigure(next)
 					}
 				}
-				store.Publish(state.SectionConfig, Summarize(next))
+				daemonstatus.ConfigSection.Publish(store, daemonstatus.Summarize(next))
 			}
-			publishDaemon(func(d *DaemonStatus) { d.Reloads++; d.LastReload = r })
+			publishDaemon(func(d *daemonstatus.Status) { d.Reloads++; d.LastReload = r })
 		})
 	})
 	srvErr := make(chan error, 2)
@@ -237,7 +214,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		log.Error("API server failed; stopping", "err", runErr)
 	}
 	ready.stop()
-	publishDaemon(func(d *DaemonStatus) { d.Stopping = true })
+	publishDaemon(func(d *daemonstatus.Status) { d.Stopping = true })
 	stopParts()
 	select {
 	case err := <-partsDone:

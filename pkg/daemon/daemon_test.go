@@ -17,6 +17,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
@@ -104,8 +105,8 @@ func TestRunServesStatusAndStopsCleanly(t *testing.T) {
 	part := &fakePart{name: "fake"}
 	cfg, _, cancel, errc := start(t, part)
 	st := waitStatus(t, cfg.API.Socket, func(*api.RawStatus) bool { return true })
-	var d DaemonStatus
-	if ok, err := st.Section(state.SectionDaemon, &d); !ok || err != nil {
+	d, ok, err := daemonstatus.Section.Decode(st.Sections)
+	if !ok || err != nil {
 		t.Fatalf("daemon section: %v %v", ok, err)
 	}
 	if d.NodeName != "n1" || len(d.Parts) != 1 || d.Parts[0] != "fake" {
@@ -143,8 +144,7 @@ func TestReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
-		var c ConfigSummary
-		_, _ = st.Section(state.SectionConfig, &c)
+		c, _, _ := daemonstatus.ConfigSection.Decode(st.Sections)
 		return len(c.Models) == 1
 	})
 	if part.reconfig.Load() != 1 {
@@ -154,12 +154,10 @@ func TestReloadAppliesValidAndKeepsOldOnInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
-		var d DaemonStatus
-		_, _ = st.Section(state.SectionDaemon, &d)
+		d, _, _ := daemonstatus.Section.Decode(st.Sections)
 		return d.LastReload != nil && !d.LastReload.Applied
 	})
-	var c ConfigSummary
-	_, _ = st.Section(state.SectionConfig, &c)
+	c, _, _ := daemonstatus.ConfigSection.Decode(st.Sections)
 	if len(c.Models) != 1 || c.Models[0].Name != "org/m" {
 		t.Errorf("config after a rejected edit = %+v, want the previous one", c)
 	}
@@ -231,12 +229,10 @@ func TestReloadMovingDataDirIsRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := waitStatus(t, cfg.API.Socket, func(st *api.RawStatus) bool {
-		var d DaemonStatus
-		_, _ = st.Section(state.SectionDaemon, &d)
+		d, _, _ := daemonstatus.Section.Decode(st.Sections)
 		return d.LastReload != nil
 	})
-	var d DaemonStatus
-	_, _ = st.Section(state.SectionDaemon, &d)
+	d, _, _ := daemonstatus.Section.Decode(st.Sections)
 	if d.LastReload.Applied || !strings.Contains(d.LastReload.Error, "dataDir cannot change") {
 		t.Fatalf("reload moving dataDir: %+v", d.LastReload)
 	}

@@ -27,7 +27,8 @@ import (
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
 
@@ -53,10 +54,10 @@ func TestBenchExtender(t *testing.T) {
 	for i := range nNodes {
 		names[i] = fmt.Sprintf("bench-gpu-%05d", i)
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i],
-			Labels: map[string]string{readiness.LabelSKU: []string{"nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb"}[i%2]}, Annotations: map[string]string{}}}
+			Labels: map[string]string{nvml.LabelSKU: []string{"nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb"}[i%2]}, Annotations: map[string]string{}}}
 		var preds []predict.Prediction
 		for j, m := range models {
-			n.Labels[readiness.ModelLabelKey(m)] = states[(i+j)%len(states)]
+			n.Labels[model.LabelKey(m)] = states[(i+j)%len(states)]
 			preds = append(preds, predict.Prediction{Model: m, Seconds: float64(60 + (i*7+j*13)%400)})
 		}
 		ann, err := predict.Annotation(preds, 0)

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -44,7 +46,7 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 	var rows []ClusterRow
 	for i := range nodes {
 		n := &nodes[i]
-		sku := n.Labels[readiness.LabelSKU]
+		sku := n.Labels[nvml.LabelSKU]
 		if f.SKU != "" && sku != f.SKU {
 			continue
 		}
@@ -57,21 +59,24 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 		for m := range info.Predicted {
 			models[m] = true
 		}
+		keyOf := map[string]string{} // model → its label key on this Node
 		known := map[string]bool{}
 		for m := range models {
-			known[readiness.ModelLabelKey(m)] = true
+			keyOf[m] = model.LabelKey(m)
+			known[keyOf[m]] = true
 		}
 		for k := range info.States {
-			if !known[k] { // a label without a readable name: show the key's name
-				models[strings.Replace(strings.TrimPrefix(k, readiness.ModelPrefix), "--", "/", 1)] = true
+			if !known[k] { // a label no annotation names: its id when the key is readable, else the key's name
+				m := labelName(k)
+				models[m], keyOf[m] = true, k
 			}
 		}
 		for m := range models {
-			if f.Model != "" && m != f.Model && readiness.ModelLabelKey(m) != readiness.ModelPrefix+f.Model {
+			if f.Model != "" && m != f.Model && keyOf[m] != model.LabelPrefix+f.Model {
 				continue
 			}
 			r := ClusterRow{Model: m, Node: n.Name, SKU: sku, NodeWarm: n.Labels[readiness.LabelWarm] == "true"}
-			r.State = info.State(m)
+			r.State = info.States[keyOf[m]]
 			if st, ok := status.Models[m]; ok {
 				if r.State == "" {
 					r.State = string(st.State)

@@ -33,6 +33,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -264,9 +265,9 @@ func (x *Extender) count(a *extenderv1.ExtenderArgs) int {
 // Filter keeps every candidate unless FilterFailed is set and the pod's model failed on it.
 func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	res := &extenderv1.ExtenderFilterResult{}
-	model := PodModel(a.Pod)
-	check := x.cfg.FilterFailed && model != ""
-	key := readiness.ModelLabelKey(model)
+	podModel := PodModel(a.Pod)
+	check := x.cfg.FilterFailed && podModel != ""
+	key := model.LabelKey(podModel)
 	names := make([]string, 0, x.count(a))
 	var items []corev1.Node
 	n := x.each(a, func(_ int, name string, node *corev1.Node, info *NodeInfo) {
@@ -274,7 +275,7 @@ func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilter
 			if res.FailedAndUnresolvableNodes == nil {
 				res.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
 			}
-			res.FailedAndUnresolvableNodes[name] = fmt.Sprintf("warmd: model %s failed on this node (%s=failed; see `warmd status` on it)", model, key)
+			res.FailedAndUnresolvableNodes[name] = fmt.Sprintf("warmd: model %s failed on this node (%s=failed; see `warmd status` on it)", podModel, key)
 			return
 		}
 		if node != nil {
@@ -288,7 +289,7 @@ func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilter
 	} else {
 		res.NodeNames = &names
 	}
-	x.logFilter(a.Pod, model, n, res.FailedAndUnresolvableNodes)
+	x.logFilter(a.Pod, podModel, n, res.FailedAndUnresolvableNodes)
 	return res
 }
 

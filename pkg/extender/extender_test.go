@@ -23,7 +23,8 @@ import (
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
 
@@ -31,11 +32,11 @@ const m7b = "Qwen/Qwen2.5-7B-Instruct"
 
 // fixtureNodes are what warmd daemons would have published: states and predictions per model.
 func fixtureNodes() []*corev1.Node {
-	key := readiness.ModelLabelKey(m7b)
+	key := model.LabelKey(m7b)
 	mk := func(name, state, pred string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 		if state != "" {
-			n.Labels[readiness.LabelSKU] = "nvidia-h100-80gb-hbm3"
+			n.Labels[nvml.LabelSKU] = "nvidia-h100-80gb-hbm3"
 			n.Labels[key] = state
 		}
 		if pred != "" {

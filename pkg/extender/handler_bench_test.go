@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkPrioritizeHandler(b *testing.B) {
 		names[i] = fmt.Sprintf("bench-gpu-%05d", i)
 		ann, _ := predict.Annotation([]predict.Prediction{{Model: m7b, Seconds: float64(60 + i%400)}}, 0)
 		ix.Upsert(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], ResourceVersion: "1",
-			Labels: map[string]string{readiness.ModelLabelKey(m7b): "warm"}, Annotations: map[string]string{predict.AnnotationKey: ann}}})
+			Labels: map[string]string{model.LabelKey(m7b): "warm"}, Annotations: map[string]string{predict.AnnotationKey: ann}}})
 	}
 	h := New(Config{}, ix, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler()
 	body := argsBody(b, vllmPod(m7b), nil, names)

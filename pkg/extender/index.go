@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
@@ -29,14 +31,14 @@ type NodeInfo struct {
 }
 
 // State returns the node's warm state for a model ("" when warmd publishes none for it).
-func (n *NodeInfo) State(model string) string { return n.States[readiness.ModelLabelKey(model)] }
+func (n *NodeInfo) State(id string) string { return n.States[model.LabelKey(id)] }
 
 // failed reports whether warmd says the model failed on this Node.
 func (n *NodeInfo) failed(model string) bool { return n.State(model) == string(readiness.StateFailed) }
 
 // Info parses what the extender needs from a Node.
 func Info(node *corev1.Node) *NodeInfo {
-	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[readiness.LabelSKU]}
+	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[nvml.LabelSKU]}
 	n.Unschedulable = node.Spec.Unschedulable
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
@@ -44,7 +46,7 @@ func Info(node *corev1.Node) *NodeInfo {
 		}
 	}
 	for k, v := range node.Labels {
-		if strings.HasPrefix(k, readiness.ModelPrefix) {
+		if strings.HasPrefix(k, model.LabelPrefix) {
 			if n.States == nil {
 				n.States = map[string]string{}
 			}
@@ -75,7 +77,7 @@ func (ix *Index) Upsert(node *corev1.Node) {
 	defer ix.mu.Unlock()
 	ix.nodes[n.Name] = n
 	for m := range n.Predicted {
-		k := readiness.ModelLabelKey(m)
+		k := model.LabelKey(m)
 		if _, ok := ix.names[k]; !ok {
 			ix.names[k] = m
 		}
@@ -114,7 +116,7 @@ func (ix *Index) Len() int {
 }
 
 // WarmNodes counts, per model, the Nodes whose models.warmd.io label says warm. Models are named by
-// their id when a prediction named it, else by the label key's name (org--name → org/name).
+// their id when a prediction named it, else by labelName (org--name → org/name).
 func (ix *Index) WarmNodes() map[string]int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -160,5 +162,15 @@ func (ix *Index) modelName(key string) string {
 	if m, ok := ix.names[key]; ok {
 		return m
 	}
-	return strings.Replace(strings.TrimPrefix(key, readiness.ModelPrefix), "--", "/", 1)
+	return labelName(key)
+}
+
+// labelName names the model of a models.warmd.io key without the config: the id for a readable key
+// (model.NameFromLabelKey), else the key's name part (a long or odd id's hashed key, which no id can be
+// read back from).
+func labelName(key string) string {
+	if m, ok := model.NameFromLabelKey(key); ok {
+		return m
+	}
+	return strings.TrimPrefix(key, model.LabelPrefix)
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"warmd.io/warmd/pkg/model"
 )
 
 // AnnotationModel is the pod annotation naming the model a pod serves; it wins over detection.
@@ -75,11 +77,8 @@ func canonical(m string) string {
 	}
 	for dir := path.Clean(m); dir != "/" && dir != "."; dir = path.Dir(dir) {
 		base := path.Base(dir)
-		if rest, ok := strings.CutPrefix(base, "models--"); ok {
-			if org, name, ok := strings.Cut(rest, "--"); ok {
-				return org + "/" + name
-			}
-			return rest
+		if name, err := model.NameFromDir(base); err == nil {
+			return name
 		}
 	}
 	return m

@@ -16,13 +16,13 @@ import (
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
 
 func predicted(name string, seconds string, mutate func(*corev1.Node)) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels:      map[string]string{readiness.ModelLabelKey(m7b): "weights"},
+		Labels:      map[string]string{model.LabelKey(m7b): "weights"},
 		Annotations: map[string]string{predict.AnnotationKey: `{"` + m7b + `":` + seconds + `}`},
 	}}
 	if mutate != nil {
@@ -63,7 +63,7 @@ func TestFastestReadySkipsUnusableNodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nodes := []*corev1.Node{
-		predicted("fr-failed", "5", func(n *corev1.Node) { n.Labels[readiness.ModelLabelKey(m7b)] = "failed" }),
+		predicted("fr-failed", "5", func(n *corev1.Node) { n.Labels[model.LabelKey(m7b)] = "failed" }),
 		predicted("fr-cordoned", "6", func(n *corev1.Node) { n.Spec.Unschedulable = true }),
 		predicted("fr-notready", "7", nil),
 		predicted("fr-ok", "90", nil),
@@ -121,7 +121,7 @@ func TestOnlyTheLeaderExportsClusterSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	ix := NewIndex()
-	ix.Upsert(predicted("l-a", "40", func(n *corev1.Node) { n.Labels[readiness.ModelLabelKey(m7b)] = "warm" }))
+	ix.Upsert(predicted("l-a", "40", func(n *corev1.Node) { n.Labels[model.LabelKey(m7b)] = "warm" }))
 	type replica struct {
 		reg    *prometheus.Registry
 		leader *Leader

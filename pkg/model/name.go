@@ -1,8 +1,9 @@
-// Package model is the one validator for the names warmd turns into paths: model ids, revisions and
-// compile-cache component names, plus the Hugging Face cache directory name of a model
-// (models--org--name) and its reverse. A name that passes here is safe as the path component(s) warmd
-// makes of it; config validation, the weights engine and the compile-cache code all call it, so no
-// second, looser rule exists anywhere.
+// Package model is model identity: the one validator for the names warmd turns into paths (model ids,
+// revisions and compile-cache component names), and every other name a model goes by, each with its
+// reverse: the Hugging Face cache directory name (models--org--name, DirName), the per-model
+// compile-cache dir (Slug) and the Node label key (LabelKey). A name that passes here is safe as the
+// path component(s) warmd makes of it; config validation, the weights engine, the compile-cache code,
+// readiness and the extender all call it, so no second, looser rule or spelling exists anywhere.
 //
 // The model id rules are the Hugging Face Hub's (huggingface_hub validate_repo_id): "name" or
 // "namespace/name", each part 1..96 characters of [A-Za-z0-9._-], not starting or ending with '-' or

@@ -1,18 +1,12 @@
 package nvml
 
 import (
-	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"warmd.io/warmd/pkg/nodelabels"
 )
-
-// Labels are node labels as a value: computed from an inventory, merged, diffed, validated, and written
-// by pkg/readiness only when they change.
-type Labels map[string]string
 
 // Label keys warmd publishes for GPU identity under its own prefix, so it never fights GPU Feature
 // Discovery over nvidia.com/* keys.
@@ -44,10 +38,10 @@ type LabelOptions struct {
 // IdentityLabels returns the node's GPU identity labels for inv. Every key and value passes Kubernetes
 // label validation (see Labels.Validate). Labels whose value would be ambiguous on a mixed node
 // (compute capability, family) are left out rather than guessed; product becomes "mixed".
-func IdentityLabels(inv Inventory, opt LabelOptions) Labels {
-	l := Labels{
+func IdentityLabels(inv Inventory, opt LabelOptions) nodelabels.Labels {
+	l := nodelabels.Labels{
 		LabelPresent: strconv.FormatBool(inv.Present),
-		LabelSKU:     labelValue(cmpOr(inv.SKU, SKUKey(inv))),
+		LabelSKU:     nodelabels.Value(cmpOr(inv.SKU, SKUKey(inv))),
 	}
 	if !inv.Present {
 		return l
@@ -58,7 +52,7 @@ func IdentityLabels(inv Inventory, opt LabelOptions) Labels {
 	switch ps := inv.Products(); len(ps) {
 	case 0:
 	case 1:
-		product = labelValue(ps[0])
+		product = nodelabels.Value(ps[0])
 	default:
 		product = "mixed"
 	}
@@ -77,17 +71,17 @@ func IdentityLabels(inv Inventory, opt LabelOptions) Labels {
 	ccMajor, ccMinor, _ := strings.Cut(cc, ".")
 	setIf(l, LabelComputeMajor, ccMajor)
 	setIf(l, LabelComputeMinor, ccMinor)
-	setIf(l, LabelFamily, labelValue(family))
+	setIf(l, LabelFamily, nodelabels.Value(family))
 	dv := strings.SplitN(inv.DriverVersion, ".", 3)
 	for i, k := range []string{LabelDriverMajor, LabelDriverMinor, LabelDriverRev} {
 		if i < len(dv) {
-			setIf(l, k, labelValue(dv[i]))
+			setIf(l, k, nodelabels.Value(dv[i]))
 		}
 	}
 	cudaMajor, cudaMinor, _ := strings.Cut(inv.CUDADriverVersion, ".")
-	setIf(l, LabelCUDAMajor, labelValue(cudaMajor))
-	setIf(l, LabelCUDAMinor, labelValue(cudaMinor))
-	setIf(l, LabelClique, labelValue(inv.Clique))
+	setIf(l, LabelCUDAMajor, nodelabels.Value(cudaMajor))
+	setIf(l, LabelCUDAMinor, nodelabels.Value(cudaMinor))
+	setIf(l, LabelClique, nodelabels.Value(inv.Clique))
 	if opt.GFD {
 		maps.Copy(l, gfdLabels(l, inv))
 	}
@@ -97,8 +91,8 @@ func IdentityLabels(inv Inventory, opt LabelOptions) Labels {
 // gfdLabels maps our values to GFD's names (k8s-device-plugin internal/lm): the driver version appears
 // as cuda.driver.* and cuda.driver-version.*, the CUDA driver version as cuda.runtime.* and
 // cuda.runtime-version.*, as GFD does.
-func gfdLabels(ours Labels, inv Inventory) Labels {
-	g := Labels{}
+func gfdLabels(ours nodelabels.Labels, inv Inventory) nodelabels.Labels {
+	g := nodelabels.Labels{}
 	copyAs := func(from, to string) {
 		if v, ok := ours[from]; ok {
 			g[to] = v
@@ -120,11 +114,11 @@ func gfdLabels(ours Labels, inv Inventory) Labels {
 	copyAs(LabelCUDAMajor, "nvidia.com/cuda.runtime-version.major")
 	copyAs(LabelCUDAMinor, "nvidia.com/cuda.runtime-version.minor")
 	copyAs(LabelClique, "nvidia.com/gpu.clique")
-	setIf(g, "nvidia.com/cuda.driver-version.full", labelValue(inv.DriverVersion))
-	setIf(g, "nvidia.com/cuda.runtime-version.full", labelValue(inv.CUDADriverVersion))
+	setIf(g, "nvidia.com/cuda.driver-version.full", nodelabels.Value(inv.DriverVersion))
+	setIf(g, "nvidia.com/cuda.runtime-version.full", nodelabels.Value(inv.CUDADriverVersion))
 	// GFD names the product after device 0 with spaces turned into dashes, also on mixed nodes.
 	if len(inv.Devices) > 0 {
-		setIf(g, "nvidia.com/gpu.product", labelValue(inv.Devices[0].Product))
+		setIf(g, "nvidia.com/gpu.product", nodelabels.Value(inv.Devices[0].Product))
 	}
 	return g
 }
@@ -142,7 +136,7 @@ func uniform(inv Inventory, f func(Device) string) string {
 	return v
 }
 
-func setIf(l Labels, k, v string) {
+func setIf(l nodelabels.Labels, k, v string) {
 	if v != "" {
 		l[k] = v
 	}
@@ -154,69 +148,3 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
-
-// labelValue sanitizes s into a valid label value the way GFD does for product names: whitespace runs
-// become '-', other characters outside [A-Za-z0-9._-] become '-', the value is cut to 63 characters
-// and must start and end alphanumeric.
-func labelValue(s string) string {
-	s = strings.Join(strings.Fields(s), "-")
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '-'
-		}
-	}
-	s = trimEnds(string(b))
-	if len(s) > validation.LabelValueMaxLength {
-		s = trimEnds(s[:validation.LabelValueMaxLength])
-	}
-	return s
-}
-
-// Validate checks every key and value against the Kubernetes label rules and returns all problems.
-func (l Labels) Validate() error {
-	var errs []string
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		for _, e := range validation.IsQualifiedName(k) {
-			errs = append(errs, fmt.Sprintf("label key %q: %s", k, e))
-		}
-		for _, e := range validation.IsValidLabelValue(l[k]) {
-			errs = append(errs, fmt.Sprintf("label %s value %q: %s", k, l[k], e))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("invalid labels (fix the value source or its sanitizing): %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// Merge returns a new set with l's labels overlaid by other's.
-func (l Labels) Merge(other Labels) Labels {
-	out := maps.Clone(l)
-	if out == nil {
-		out = Labels{}
-	}
-	maps.Copy(out, other)
-	return out
-}
-
-// Diff returns what must change to turn l into next: labels to set (new or changed values) and keys
-// to remove. Both are empty when nothing changed, so a writer can skip the API call.
-func (l Labels) Diff(next Labels) (set Labels, remove []string) {
-	set = Labels{}
-	for k, v := range next {
-		if old, ok := l[k]; !ok || old != v {
-			set[k] = v
-		}
-	}
-	for k := range l {
-		if _, ok := next[k]; !ok {
-			remove = append(remove, k)
-		}
-	}
-	slices.Sort(remove)
-	return set, remove
-}
-
-// Equal reports whether l and other hold the same labels.
-func (l Labels) Equal(other Labels) bool { return maps.Equal(l, other) }

@@ -1,10 +1,11 @@
 package nvml
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 func TestIdentityLabels(t *testing.T) {
@@ -24,29 +25,29 @@ func TestIdentityLabels(t *testing.T) {
 		name    string
 		inv     Inventory
 		opt     LabelOptions
-		want    Labels // must be a subset of the result
+		want    nodelabels.Labels // must be a subset of the result
 		absent  []string
 		noGFDNS bool
 	}{
 		{name: "no GPU", inv: Absent("null", NoGPUReason),
-			want:   Labels{LabelPresent: "false", LabelSKU: SKUNone},
+			want:   nodelabels.Labels{LabelPresent: "false", LabelSKU: SKUNone},
 			absent: []string{LabelCount, LabelProduct, "nvidia.com/gpu.count"}, opt: LabelOptions{GFD: true}},
 		{name: "8x H100 own names only", inv: h100, noGFDNS: true,
-			want: Labels{LabelPresent: "true", LabelSKU: h100.SKU, LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8",
+			want: nodelabels.Labels{LabelPresent: "true", LabelSKU: h100.SKU, LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8",
 				LabelMemory: "81559", LabelFamily: "hopper", LabelComputeMajor: "9", LabelComputeMinor: "0",
 				LabelDriverMajor: "570", LabelDriverMinor: "124", LabelDriverRev: "06", LabelCUDAMajor: "12", LabelCUDAMinor: "8",
 				LabelMIG: "false"}},
 		{name: "8x H100 with GFD names", inv: h100, opt: LabelOptions{GFD: true},
-			want: Labels{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
+			want: nodelabels.Labels{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
 				"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.family": "hopper",
 				"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
 				"nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "124", "nvidia.com/cuda.driver.rev": "06",
 				"nvidia.com/cuda.driver-version.full": "570.124.06", "nvidia.com/cuda.runtime-version.full": "12.8",
 				"nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "8"}},
 		{name: "NVL72 clique", inv: nvl, opt: LabelOptions{GFD: true},
-			want: Labels{LabelClique: nvl.Clique, "nvidia.com/gpu.clique": nvl.Clique}},
+			want: nodelabels.Labels{LabelClique: nvl.Clique, "nvidia.com/gpu.clique": nvl.Clique}},
 		{name: "mixed node", inv: mixed,
-			want:   Labels{LabelProduct: "mixed", LabelMemory: "40960", LabelSKU: mixed.SKU},
+			want:   nodelabels.Labels{LabelProduct: "mixed", LabelMemory: "40960", LabelSKU: mixed.SKU},
 			absent: []string{LabelComputeMajor, LabelComputeMinor, LabelFamily}},
 		{name: "odd product name is sanitized", inv: weird, opt: LabelOptions{GFD: true}},
 	}
@@ -75,58 +76,5 @@ func TestIdentityLabels(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestLabelsValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		l    Labels
-		bad  string
-	}{
-		{"good", Labels{"warmd.io/gpu.sku": "nvidia-h100.sm90-0123abcd"}, ""},
-		{"value too long", Labels{"warmd.io/x": strings.Repeat("a", 64)}, "warmd.io/x"},
-		{"value with space", Labels{"warmd.io/x": "a b"}, "warmd.io/x"},
-		{"bad key", Labels{"warmd.io/": "x"}, "warmd.io/"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.l.Validate()
-			if (err != nil) != (tt.bad != "") || (err != nil && !strings.Contains(err.Error(), tt.bad)) {
-				t.Errorf("Validate() = %v, want error naming %q", err, tt.bad)
-			}
-		})
-	}
-}
-
-func TestLabelValueSanitizing(t *testing.T) {
-	for _, in := range []string{"NVIDIA H100 80GB HBM3", "  x  ", "-a-", "ä/ö\\ü", strings.Repeat("ab ", 40), "...", "Tesla T4"} {
-		out := labelValue(in)
-		if err := (Labels{"warmd.io/x": out}).Validate(); err != nil {
-			t.Errorf("labelValue(%q) = %q: %v", in, out, err)
-		}
-	}
-	if got := labelValue("NVIDIA H100 80GB HBM3"); got != "NVIDIA-H100-80GB-HBM3" {
-		t.Errorf("GFD-style product %q", got)
-	}
-}
-
-func TestLabelsMergeDiff(t *testing.T) {
-	old := Labels{"a": "1", "b": "2", "c": "3"}
-	next := old.Merge(Labels{"b": "20", "d": "4"})
-	delete(next, "c")
-	if old["b"] != "2" {
-		t.Fatal("Merge mutated its receiver")
-	}
-	set, remove := old.Diff(next)
-	if !maps.Equal(set, Labels{"b": "20", "d": "4"}) || !slices.Equal(remove, []string{"c"}) {
-		t.Errorf("Diff = %v, %v", set, remove)
-	}
-	set, remove = next.Diff(next.Merge(nil))
-	if len(set) != 0 || len(remove) != 0 || !next.Equal(next.Merge(nil)) {
-		t.Errorf("Diff of equal sets = %v, %v", set, remove)
-	}
-	if got := Labels(nil).Merge(Labels{"x": "1"}); got["x"] != "1" {
-		t.Errorf("nil Merge = %v", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -17,11 +18,15 @@ import (
 // (driver upgrade, MIG reconfiguration, a GPU falling off the bus), so minutes are plenty.
 const DefaultInterval = 5 * time.Minute
 
-// Status is the gpu section of /v1/status (state.SectionGPU).
+// Section is the gpu section of the node state: the GPU identity pkg/cache keys caches by and
+// readiness labels the Node with.
+var Section = state.NewKey[Status]("gpu")
+
+// Status is the gpu section of /v1/status (Section).
 type Status struct {
 	Inventory Inventory `json:"inventory"`
 	// Labels are the identity labels for the current inventory, as readiness will publish them.
-	Labels Labels `json:"labels"`
+	Labels nodelabels.Labels `json:"labels"`
 	// Cacheable says whether compile caches may be keyed by Inventory.SKU (see Cacheable).
 	Cacheable bool `json:"cacheable"`
 	// Detected is when Inventory was read; LastAttempt when detection last ran.
@@ -54,7 +59,7 @@ type PartOptions struct {
 	Now func() time.Time
 }
 
-// Part detects the GPU inventory at start and every Interval, publishes state.SectionGPU and the
+// Part detects the GPU inventory at start and every Interval, publishes Section and the
 // warmd_gpu_* metrics. Detection errors never stop it: they are logged and shown in the status.
 type Part struct {
 	det   Detector
@@ -108,7 +113,7 @@ func (p *Part) Ready() error {
 // by it; the cache refuses the non-keys itself (cache.CheckSKU).
 func SKU(store *state.Store) func() string {
 	return func() string {
-		st, _ := FromSnapshot(store.Snapshot())
+		st, _ := Section.Get(store)
 		return st.Inventory.SKU
 	}
 }
@@ -183,8 +188,8 @@ func (p *Part) Current() Status {
 
 func (p *Part) publishLocked() {
 	s := p.last
-	s.Labels = s.Labels.Merge(nil) // readers share the published value; keep ours private
-	p.store.Publish(state.SectionGPU, s)
+	s.Labels = s.Labels.Merge() // readers share the published value; keep ours private
+	Section.Publish(p.store, s)
 	if p.m == nil {
 		return
 	}
@@ -196,11 +201,4 @@ func (p *Part) publishLocked() {
 	p.m.Info.Reset()
 	p.m.Info.WithLabelValues(inv.SKU, product, inv.DriverVersion).Set(1)
 	p.m.Count.Set(float64(len(inv.Devices)))
-}
-
-// FromSnapshot returns the gpu section of a state snapshot; ok is false before the first detection.
-// pkg/cache and pkg/readiness read the SKU key and identity labels this way.
-func FromSnapshot(snap state.Snapshot) (Status, bool) {
-	s, ok := snap.Sections[state.SectionGPU].(Status)
-	return s, ok
 }

@@ -76,9 +76,9 @@ func TestPartPublishes(t *testing.T) {
 			for range tt.readings {
 				p.Detect(context.Background())
 			}
-			st, ok := FromSnapshot(store.Snapshot())
+			st, ok := Section.Get(store)
 			if !ok {
-				t.Fatalf("section %T", store.Get(state.SectionGPU))
+				t.Fatal("no gpu section published")
 			}
 			if st.Inventory.SKU != tt.wantSKU || st.Stale != tt.stale || !strings.Contains(st.LastError, tt.lastError) ||
 				st.Labels[LabelSKU] != tt.wantSKU || st.Detections != len(tt.readings) || st.Cacheable != Cacheable(tt.wantSKU) {
@@ -108,12 +108,14 @@ func productLabel(inv Inventory) string {
 func TestPartReconfigureGFD(t *testing.T) {
 	p, store, _ := newTestPart(t, &scripted{readings: []reading{{inv: inventory(2, "NVIDIA H200", "9.0", "570.124.06", "12.8")}}}, false)
 	p.Detect(context.Background())
-	if _, ok := store.Get(state.SectionGPU).(Status).Labels["nvidia.com/gpu.product"]; ok {
+	st, _ := Section.Get(store)
+	if _, ok := st.Labels["nvidia.com/gpu.product"]; ok {
 		t.Fatal("GFD labels without gfdLabels")
 	}
 	cfg := &config.NodeConfig{GPU: config.GPU{GFDLabels: true}}
 	p.Reconfigure(cfg)
-	if got := store.Get(state.SectionGPU).(Status).Labels["nvidia.com/gpu.product"]; got != "NVIDIA-H200" {
+	st, _ = Section.Get(store)
+	if got := st.Labels["nvidia.com/gpu.product"]; got != "NVIDIA-H200" {
 		t.Errorf("after reconfigure nvidia.com/gpu.product = %q", got)
 	}
 }

@@ -3,6 +3,8 @@ package phases
 import (
 	"fmt"
 	"time"
+
+	"warmd.io/warmd/pkg/state"
 )
 
 // Record is one vLLM start seen on this node: which container, what it served, on which GPU SKU, and
@@ -39,7 +41,10 @@ func StartKey(ns, pod, uid, container string, restart int) string {
 // CompileCacheHit says whether this start loaded its compiled graphs from the cache.
 func (r *Record) CompileCacheHit() bool { return r.Result.CompileCache == CacheHit }
 
-// Status is the phases section of /v1/status.
+// Section is the phases section of the node state, published by pkg/phases/follow.
+var Section = state.NewKey[Status]("phases")
+
+// Status is the phases section of /v1/status (Section).
 type Status struct {
 	PodLogDir string `json:"podLogDir"`
 	// Following counts vLLM container logs being read now (starts not yet recorded).

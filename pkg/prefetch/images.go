@@ -13,6 +13,8 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"warmd.io/warmd/pkg/state"
 )
 
 // Label keys warmd puts on the images it manages. Pinned is the CRI plugin's own key: the kubelet's
@@ -134,7 +136,10 @@ const (
 	StateFailed    State = "failed"
 )
 
-// ImagesStatus is the images part's section of the node state (state.SectionImages).
+// ImagesSection is the images part's section of the node state.
+var ImagesSection = state.NewKey[ImagesStatus]("images")
+
+// ImagesStatus is the images part's section of the node state (ImagesSection).
 type ImagesStatus struct {
 	Backend BackendInfo `json:"backend"`
 	// Error says why no backend is available (e.g. the containerd socket does not answer).

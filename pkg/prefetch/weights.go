@@ -11,6 +11,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/state"
 )
 
 // Weights fetches one model's files, verifies them and publishes a snapshot; the engine in
@@ -120,7 +121,10 @@ type FileVerification struct {
 	Streamed bool `json:"streamed,omitempty"`
 }
 
-// WeightsStatus is the weights part's section of the node state (state.SectionWeights).
+// WeightsSection is the weights part's section of the node state.
+var WeightsSection = state.NewKey[WeightsStatus]("weights")
+
+// WeightsStatus is the weights part's section of the node state (WeightsSection).
 type WeightsStatus struct {
 	CacheRoot   string        `json:"cacheRoot"`
 	BudgetBytes int64         `json:"budgetBytes,omitempty"`

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness/predict"
 )
 
@@ -40,9 +43,9 @@ func nodeSafe(m ModelState) ModelState {
 // Desired is everything warmd wants on its Node, computed from the warm states alone.
 type Desired struct {
 	// Labels are the warmd-owned labels (identity, warm, one per wanted model).
-	Labels Labels
+	Labels nodelabels.Labels
 	// Annotations are the warmd-owned annotations (warmd.io/status).
-	Annotations Labels
+	Annotations nodelabels.Labels
 	// Warm is true when every wanted model is warm.
 	Warm bool
 	// EverWarm is sticky: true once the node has been warm; the startup taint is never put back after.
@@ -83,22 +86,22 @@ func Build(in Input, everWarm bool, statusCap int) Desired {
 	states := Evaluate(in)
 	warm := AllWarm(states)
 	d := Desired{
-		Labels: Labels{}, Annotations: Labels{}, Warm: warm, EverWarm: everWarm || warm, Models: states,
+		Labels: nodelabels.Labels{}, Annotations: nodelabels.Labels{}, Warm: warm, EverWarm: everWarm || warm, Models: states,
 	}
 	for k, v := range in.IdentityLabels {
-		if strings.HasPrefix(k, Prefix) && len(content.IsLabelKey(k)) == 0 {
-			d.Labels[k] = LabelValue(v)
+		if strings.HasPrefix(k, nodelabels.Prefix) && len(content.IsLabelKey(k)) == 0 {
+			d.Labels[k] = nodelabels.Value(v)
 		}
 	}
 	if in.SKU != "" {
-		d.Labels[LabelSKU] = LabelValue(in.SKU)
+		d.Labels[nvml.LabelSKU] = nodelabels.Value(in.SKU)
 	}
 	d.Labels[LabelWarm] = fmt.Sprint(warm)
 	names := make([]string, 0, len(in.Models))
 	for _, m := range in.Models {
 		names = append(names, m.Name)
 	}
-	keys := ModelLabelKeys(names)
+	keys := model.LabelKeys(names)
 	for _, s := range states {
 		d.Labels[keys[s.Name]] = string(s.State)
 	}

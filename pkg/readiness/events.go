@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"warmd.io/warmd/pkg/model"
 )
 
 // Event reasons warmd records on its Node (`kubectl describe node`, `kubectl get events`).
@@ -104,7 +106,7 @@ func Transitions(before map[string]string, d Desired) []Transition {
 	for _, m := range d.Models {
 		names = append(names, m.Name)
 	}
-	keys := ModelLabelKeys(names)
+	keys := model.LabelKeys(names)
 	var out []Transition
 	for _, m := range d.Models {
 		prev, cur := State(before[keys[m.Name]]), m.State

@@ -103,7 +103,7 @@ func (p *LocalPart) Run(ctx context.Context) error {
 				}
 				p.metrics.Observe(d.Warm, states)
 			}
-			p.store.Publish(state.SectionReadiness, st)
+			Section.Publish(p.store, st)
 			last = &st
 		}
 		p.mu.Lock()

@@ -3,23 +3,26 @@ package readiness_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 // TestLocalPartReportsWarmthWithoutAPIServer: with readiness disabled the node still knows and reports
 // whether it is warm (for `warmd status --check` and the demo), re-evaluating as parts publish.
+// testWeights stands in for the weights part's section: the local part re-evaluates on any publish.
+var testWeights = state.NewKey[string]("test-weights")
+
 func TestLocalPartReportsWarmthWithoutAPIServer(t *testing.T) {
 	cfg := &config.NodeConfig{NodeName: "n1", Readiness: config.Readiness{Disabled: true},
 		Models: []config.Model{{Name: "org/m", Revision: "main"}, {Name: "org/other", Revision: "main",
 			NodeSelector: nil}}}
 	store := state.New(nil)
 	input := func(snap state.Snapshot, c *config.NodeConfig, wants func(config.Model) bool) readiness.Input {
-		verified, _ := snap.Sections["test-weights"].(string)
+		verified, _ := testWeights.From(snap)
 		in := readiness.Input{}
 		for _, m := range c.Models {
 			in.Models = append(in.Models, readiness.ModelInput{Name: m.Name, Wants: wants(m),
@@ -36,21 +39,13 @@ func TestLocalPartReportsWarmthWithoutAPIServer(t *testing.T) {
 	go func() { done <- part.Run(ctx) }()
 	wait := func(warm bool) readiness.Status {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if st, ok := store.Get(state.SectionReadiness).(readiness.Status); ok && st.Warm == warm {
-				return st
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("readiness never reported warm=%v: %+v", warm, store.Get(state.SectionReadiness))
-		return readiness.Status{}
+		return statetest.Wait(t, store, readiness.Section, func(st readiness.Status) bool { return st.Warm == warm })
 	}
 	st := wait(false)
 	if st.Models["org/m"].State != readiness.StateCold || st.NodeKnown {
 		t.Errorf("cold status = %+v", st)
 	}
-	store.Publish("test-weights", "main")
+	testWeights.Publish(store, "main")
 	st = wait(true)
 	if st.Models["org/m"].State != readiness.StateWarm || st.Labels["warmd.io/warm"] != "true" {
 		t.Errorf("warm status = %+v", st)

@@ -18,7 +18,9 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nodewatch"
+	"warmd.io/warmd/pkg/readiness/predict"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -27,18 +29,21 @@ import (
 // this node (from the Node's labels, see nodewatch.Watcher.Wants).
 type InputFunc func(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model) bool) Input
 
-// Status is the readiness section of /v1/status.
+// Section is the readiness section of the node state.
+var Section = state.NewKey[Status]("readiness")
+
+// Status is the readiness section of /v1/status (Section).
 type Status struct {
 	Node         string                `json:"node"`
 	NodeKnown    bool                  `json:"nodeKnown"`
 	Warm         bool                  `json:"warm"`
 	StartupTaint bool                  `json:"startupTaint"`
 	Models       map[string]ModelState `json:"models,omitempty"`
-	Labels       Labels                `json:"labels,omitempty"`
+	Labels       nodelabels.Labels     `json:"labels,omitempty"`
 	Condition    Condition             `json:"condition"`
 	LastSync     *SyncResult           `json:"lastSync,omitempty"`
 	// Predictions is the time-to-ready prediction per wanted model with its breakdown.
-	Predictions any `json:"predictions,omitempty"`
+	Predictions *predict.Status `json:"predictions,omitempty"`
 }
 
 // Part is the daemon part that keeps the Node current: fed by the node watcher, a Writer, and a
@@ -242,6 +247,6 @@ func (p *Part) onSync(r SyncResult) {
 	p.st = st
 	p.mu.Unlock()
 	if changed {
-		p.store.Publish(state.SectionReadiness, st)
+		Section.Publish(p.store, st)
 	}
 }

@@ -111,7 +111,7 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 	}
 	var st readiness.Status
 	waitFor(t, "status section", func() bool {
-		s, ok := store.Get(state.SectionReadiness).(readiness.Status)
+		s, ok := readiness.Section.Get(store)
 		st = s
 		return ok && s.LastSync != nil && len(s.Models) == 1
 	})

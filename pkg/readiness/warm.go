@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"warmd.io/warmd/pkg/readiness/predict"
 )
 
 // State is how warm one model is on this node. The values are also the label values of
@@ -38,11 +40,12 @@ type Input struct {
 	Predictions Predictions
 }
 
-// Predictions is what readiness publishes about time-to-ready. Detail is shown in /v1/status as is.
+// Predictions is what readiness publishes about time-to-ready. Detail is shown in /v1/status as is
+// (nil when there is nothing to predict).
 type Predictions struct {
 	Seconds    map[string]float64
 	Annotation string
-	Detail     any
+	Detail     *predict.Status
 }
 
 // ModelInput is one model's facts as verified by the parts.

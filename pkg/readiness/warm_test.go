@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // warmModel returns a model whose every part is verified.
@@ -86,7 +88,7 @@ func TestBuild(t *testing.T) {
 		Models:              []ModelInput{warmModel("Qwen/Qwen2.5-7B-Instruct"), cold, {Name: "other/unwanted"}},
 	}
 	d := Build(in, false, 0)
-	want := Labels{
+	want := nodelabels.Labels{
 		"warmd.io/gpu.sku":                                  "h100-sxm-80gb",
 		"warmd.io/gpu.count":                                "8",
 		"warmd.io/warm":                                     "false",

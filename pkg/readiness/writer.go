@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // ErrNodeMissing is returned while the Node object does not exist: warmd never creates Nodes (its
@@ -341,7 +342,7 @@ func (w *Writer) applyMetadata(ctx context.Context, node *corev1.Node, d Desired
 }
 
 // unblocked returns want minus the keys other managers own with a different value on the server.
-func unblocked(want Labels, have map[string]string, others map[string][]string) (Labels, []string) {
+func unblocked(want nodelabels.Labels, have map[string]string, others map[string][]string) (nodelabels.Labels, []string) {
 	out := maps.Clone(want)
 	var blocked []string
 	for k, v := range want {
@@ -355,7 +356,7 @@ func unblocked(want Labels, have map[string]string, others map[string][]string) 
 }
 
 // same reports whether the server already holds want, owned by warmd, and warmd owns nothing else.
-func same(want Labels, have map[string]string, ours map[string]bool) bool {
+func same(want nodelabels.Labels, have map[string]string, ours map[string]bool) bool {
 	for k, v := range want {
 		if hv, ok := have[k]; !ok || hv != v || !ours[k] {
 			return false

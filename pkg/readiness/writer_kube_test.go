@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -161,7 +162,7 @@ func TestWriterLifecycle(t *testing.T) {
 		"warmd.io/gpu.present": "true", "warmd.io/gpu.count": "8", "warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3",
 		"models.warmd.io/Qwen--Qwen2.5-7B-Instruct": "image", "models.warmd.io/meta-llama--Llama-3.1-8B-Instruct": "cold",
 	}
-	if !readiness.Labels(wantLabels).Equal(n.Labels) {
+	if !nodelabels.Labels(wantLabels).Equal(n.Labels) {
 		t.Errorf("labels\n got %v\nwant %v", n.Labels, wantLabels)
 	}
 	if c := cond(n); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "ModelsNotWarm" {

@@ -2,8 +2,11 @@
 // publishes its own section to (images, weights, GPU, caches, phases) and that readers (the local API,
 // readiness) subscribe to. It does no I/O.
 //
-// Each part owns one section, keyed by a stable name, and replaces it whole; a section's value is the
-// part's own status type, so readers that know the part can type-assert, and everything else sees JSON.
+// Each part owns one section and replaces it whole. A section is named by a Key[T], declared by the
+// producing package next to its status type T (nvml.Section, cache.Section, …): publishing takes a T
+// and reading gives a T, so no reader type-asserts or compares a section by a string it spelled
+// itself. The snapshot's JSON (the /v1/status wire form) is the sections keyed by name, unchanged by
+// the typing.
 package state
 
 import (
@@ -11,18 +14,6 @@ import (
 	"maps"
 	"sync"
 	"time"
-)
-
-// Section names of the parts, so publishers and readers agree on spelling.
-const (
-	SectionDaemon    = "daemon"
-	SectionConfig    = "config"
-	SectionGPU       = "gpu"
-	SectionImages    = "images"
-	SectionWeights   = "weights"
-	SectionCache     = "compileCache"
-	SectionPhases    = "phases"
-	SectionReadiness = "readiness"
 )
 
 // Snapshot is an immutable view of the node state at one version.
@@ -49,8 +40,8 @@ func New(now func() time.Time) *Store {
 	return &Store{snap: Snapshot{Sections: map[string]any{}}, changed: make(chan struct{}), now: now}
 }
 
-// Publish replaces one section. v must not be mutated afterwards: readers share it.
-func (s *Store) Publish(section string, v any) {
+// publish replaces one section; Key.Publish is the typed way in.
+func (s *Store) publish(section string, v any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := maps.Clone(s.snap.Sections)
@@ -65,11 +56,6 @@ func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.snap
-}
-
-// Get returns one section's value, or nil.
-func (s *Store) Get(section string) any {
-	return s.Snapshot().Sections[section]
 }
 
 // Changed returns a channel closed at the next Publish. Readers loop: snapshot, work, wait on Changed.

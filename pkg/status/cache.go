@@ -8,12 +8,11 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cache"
-	"warmd.io/warmd/pkg/state"
 )
 
 func renderCache(w io.Writer, st *api.RawStatus, now time.Time) error {
-	var s cache.Status
-	if _, err := st.Section(state.SectionCache, &s); err != nil {
+	s, _, err := cache.Section.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
 	return WriteCache(w, s, now)
@@ -22,7 +21,7 @@ func renderCache(w io.Writer, st *api.RawStatus, now time.Time) error {
 // WriteCache writes the compile-cache section for people: the SKU tree and its state, one row per
 // component, then what was shared, restored, refused and missed.
 func WriteCache(w io.Writer, s cache.Status, now time.Time) error {
-	if s.SKU == "" || s.State == "waiting" || s.State == "error" {
+	if s.SKU == "" || s.State == cache.StateWaiting || s.State == cache.StateError {
 		fmt.Fprintf(w, "COMPILE CACHES: %s", s.State)
 		if s.Message != "" {
 			fmt.Fprintf(w, " - %s", firstLine(s.Message))

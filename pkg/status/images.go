@@ -10,12 +10,11 @@ import (
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/state"
 )
 
 func renderImages(w io.Writer, st *api.RawStatus, now time.Time) error {
-	var s prefetch.ImagesStatus
-	if _, err := st.Section(state.SectionImages, &s); err != nil {
+	s, _, err := prefetch.ImagesSection.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
 	return WriteImages(w, s, now)

@@ -13,31 +13,25 @@ import (
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/readiness/predict"
-	"warmd.io/warmd/pkg/state"
 )
-
-// readinessView is the readiness section with its predictions decoded.
-type readinessView struct {
-	readiness.Status
-	Predictions predict.Status `json:"predictions"`
-}
 
 // renderModels writes one row per model this node wants: its warm state, the weights' progress (a bar
 // while downloading, with rate and ETA), the predicted seconds from pod start to ready, and the path to
 // give vLLM; then what each model still lacks.
 func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
-	var r readinessView
-	if _, err := st.Section(state.SectionReadiness, &r); err != nil {
+	r, _, err := readiness.Section.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
-	var ws prefetch.WeightsStatus
-	if _, err := st.Section(state.SectionWeights, &ws); err != nil {
+	ws, _, err := prefetch.WeightsSection.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
 	pred := map[string]float64{}
-	for _, p := range r.Predictions.Predictions {
-		pred[p.Model] = p.Seconds
+	if r.Predictions != nil {
+		for _, p := range r.Predictions.Predictions {
+			pred[p.Model] = p.Seconds
+		}
 	}
 	names := make([]string, 0, len(r.Models))
 	for n := range r.Models {

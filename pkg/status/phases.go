@@ -8,15 +8,14 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/phases"
-	"warmd.io/warmd/pkg/state"
 )
 
 // recentStarts bounds the starts listed; -o json has them all.
 const recentStarts = 10
 
 func renderPhases(w io.Writer, st *api.RawStatus, now time.Time) error {
-	var s phases.Status
-	if _, err := st.Section(state.SectionPhases, &s); err != nil {
+	s, _, err := phases.Section.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "vLLM STARTS (%d kept, %d starting now; pod logs %s)\n", len(s.Records), s.Following, s.PodLogDir)

@@ -8,7 +8,6 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/phases"
-	"warmd.io/warmd/pkg/state"
 )
 
 func TestRenderPhases(t *testing.T) {
@@ -35,7 +34,7 @@ func TestRenderPhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := &api.RawStatus{Sections: map[string]json.RawMessage{state.SectionPhases: raw}}
+			st := &api.RawStatus{Sections: map[string]json.RawMessage{phases.Section.Name(): raw}}
 			var b strings.Builder
 			if err := renderPhases(&b, st, now); err != nil {
 				t.Fatal(err)

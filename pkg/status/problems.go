@@ -7,12 +7,11 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cache"
-	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/state"
 )
 
 // Problems lists, for people, everything in the status that needs an operator: rejected config edits,
@@ -21,8 +20,7 @@ import (
 func Problems(st *api.RawStatus) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	var d daemon.DaemonStatus
-	if ok, _ := st.Section(state.SectionDaemon, &d); ok {
+	if d, ok, _ := daemonstatus.Section.Decode(st.Sections); ok {
 		if d.LastReload != nil && !d.LastReload.Applied {
 			add("config: the last edit of %s was rejected, the previous config keeps running: %s", d.ConfigFile, firstLine(d.LastReload.Error))
 		}
@@ -30,12 +28,10 @@ func Problems(st *api.RawStatus) []string {
 			add("daemon: %s", p)
 		}
 	}
-	var g nvml.Status
-	if ok, _ := st.Section(state.SectionGPU, &g); ok && g.LastError != "" {
+	if g, ok, _ := nvml.Section.Decode(st.Sections); ok && g.LastError != "" {
 		add("gpu: %s", firstLine(g.LastError))
 	}
-	var im prefetch.ImagesStatus
-	if ok, _ := st.Section(state.SectionImages, &im); ok {
+	if im, ok, _ := prefetch.ImagesSection.Decode(st.Sections); ok {
 		if im.Error != "" {
 			add("images: %s", firstLine(im.Error))
 		}
@@ -45,26 +41,22 @@ func Problems(st *api.RawStatus) []string {
 			}
 		}
 	}
-	var ws prefetch.WeightsStatus
-	if ok, _ := st.Section(state.SectionWeights, &ws); ok {
+	if ws, ok, _ := prefetch.WeightsSection.Decode(st.Sections); ok {
 		for _, m := range ws.Models {
 			if m.State == prefetch.StateFailed {
 				add("weights %s: %s", m.Model, firstLine(m.Reason))
 			}
 		}
 	}
-	var cs cache.Status
-	if ok, _ := st.Section(state.SectionCache, &cs); ok && cs.State == "error" {
+	if cs, ok, _ := cache.Section.Decode(st.Sections); ok && cs.State == cache.StateError {
 		add("compile cache: %s", firstLine(cs.Message))
 	}
-	var ph phases.Status
-	if ok, _ := st.Section(state.SectionPhases, &ph); ok {
+	if ph, ok, _ := phases.Section.Decode(st.Sections); ok {
 		for _, p := range ph.Problems {
 			add("phases: %s", firstLine(p))
 		}
 	}
-	var r readiness.Status
-	if ok, _ := st.Section(state.SectionReadiness, &r); ok && r.LastSync != nil {
+	if r, ok, _ := readiness.Section.Decode(st.Sections); ok && r.LastSync != nil {
 		switch {
 		case r.LastSync.NodeMissing:
 			add("readiness: Node %s does not exist yet; warmd never creates Nodes (the kubelet registers it)", r.Node)

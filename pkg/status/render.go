@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
-	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/state"
 )
 
 // SectionRenderer writes one status section for people.
@@ -26,14 +28,14 @@ var renderers = []struct {
 	section string
 	render  SectionRenderer
 }{
-	{state.SectionReadiness, renderModels},
-	{state.SectionImages, renderImages},
-	{state.SectionCache, renderCache},
-	{state.SectionPhases, renderPhases},
+	{readiness.Section.Name(), renderModels},
+	{prefetch.ImagesSection.Name(), renderImages},
+	{cache.Section.Name(), renderCache},
+	{phases.Section.Name(), renderPhases},
 }
 
 // folded are the sections the header and MODELS already show.
-var folded = []string{state.SectionDaemon, state.SectionConfig, state.SectionGPU, state.SectionWeights}
+var folded = []string{daemonstatus.Section.Name(), daemonstatus.ConfigSection.Name(), nvml.Section.Name(), prefetch.WeightsSection.Name()}
 
 // Options change how the status is drawn.
 type Options struct {
@@ -44,8 +46,8 @@ type Options struct {
 // Render writes the whole status: a header (node, GPU SKU, warm or not, uptime), one section per
 // part, and the problems an operator has to act on.
 func Render(w io.Writer, st *api.RawStatus, now time.Time, o Options) error {
-	var d daemon.DaemonStatus
-	if _, err := st.Section(state.SectionDaemon, &d); err != nil {
+	d, _, err := daemonstatus.Section.Decode(st.Sections)
+	if err != nil {
 		return err
 	}
 	paint := func(code, s string) string {
@@ -60,12 +62,10 @@ func Render(w io.Writer, st *api.RawStatus, now time.Time, o Options) error {
 		stopping = ", stopping"
 	}
 	fmt.Fprintf(w, "Node:    %s (warmd %s, pid %d, up %s%s)\n", d.NodeName, d.Version, d.PID, up, stopping)
-	var g nvml.Status
-	if ok, _ := st.Section(state.SectionGPU, &g); ok {
+	if g, ok, _ := nvml.Section.Decode(st.Sections); ok {
 		fmt.Fprintf(w, "GPU:     %s\n", gpuLine(g))
 	}
-	var r readiness.Status
-	if ok, _ := st.Section(state.SectionReadiness, &r); ok {
+	if r, ok, _ := readiness.Section.Decode(st.Sections); ok {
 		warm := 0
 		for _, m := range r.Models {
 			if m.State == readiness.StateWarm {

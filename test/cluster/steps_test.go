@@ -22,9 +22,9 @@ import (
 
 	"warmd.io/warmd/internal/testenv/cluster"
 	"warmd.io/warmd/pkg/api"
+	modelid "warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/state"
 )
 
 const vllmNS = "default"
@@ -215,7 +215,7 @@ func (e *e2e) vllmPendingWhileCold(ctx context.Context, t *testing.T) {
 }
 
 func (e *e2e) publishesOwnNode(ctx context.Context, t *testing.T) {
-	key := readiness.ModelLabelKey(e.w.qwen7b.name)
+	key := modelid.LabelKey(e.w.qwen7b.name)
 	var n *corev1.Node
 	err := cluster.Eventually(ctx, 2*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		var err error
@@ -343,7 +343,7 @@ func (e *e2e) tokenConfined(ctx context.Context, t *testing.T) {
 func (e *e2e) warmAndUntainted(ctx context.Context, t *testing.T) {
 	e.w.upload(t, e.w.qwen7b)
 	t.Logf("uploaded %s to s3://%s/%s/ (%d bytes); warmd retries the failed fetch", e.w.qwen7b.name, e.w.qwen7b.bucket, e.w.qwen7b.prefix, e.w.qwen7b.size)
-	key := readiness.ModelLabelKey(e.w.qwen7b.name)
+	key := modelid.LabelKey(e.w.qwen7b.name)
 	start := time.Now()
 	err := cluster.Eventually(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		n, err := e.node(ctx)
@@ -462,8 +462,8 @@ func (e *e2e) followerRecordsStart(ctx context.Context, t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		var s phases.Status
-		if _, err := st.Section(state.SectionPhases, &s); err != nil {
+		s, _, err := phases.Section.Decode(st.Sections)
+		if err != nil {
 			return false, err
 		}
 		for i, r := range s.Records {
@@ -520,7 +520,7 @@ func (e *e2e) configMapEdit(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	edited := time.Now()
-	key := readiness.ModelLabelKey(e.w.qwen05b.name)
+	key := modelid.LabelKey(e.w.qwen05b.name)
 	err = cluster.Eventually(ctx, 3*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		n, err := e.node(ctx)
 		if err != nil {
@@ -582,7 +582,7 @@ func (e *e2e) podRecreated(ctx context.Context, t *testing.T) {
 	e.warmdPod, e.warmdPodIP = p.Name, p.Status.PodIP
 	t.Logf("DaemonSet recreated %s as %s, Ready %s after the delete", old.Name, p.Name, time.Since(deleted).Round(time.Second))
 	// Once the new pod has looked at everything (both models warm again in its status), it fetched nothing.
-	keys := []string{readiness.ModelLabelKey(e.w.qwen7b.name), readiness.ModelLabelKey(e.w.qwen05b.name)}
+	keys := []string{modelid.LabelKey(e.w.qwen7b.name), modelid.LabelKey(e.w.qwen05b.name)}
 	var m string
 	err = cluster.Eventually(ctx, 2*time.Minute, time.Second, func(ctx context.Context) (bool, error) {
 		if m, err = e.metrics(ctx, p.Status.PodIP); err != nil {

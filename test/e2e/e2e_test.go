@@ -35,12 +35,12 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/extender"
+	modelid "warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/predict"
-	"warmd.io/warmd/pkg/state"
 )
 
 const model = "Qwen/Qwen2.5-7B-Instruct" // the model the replayed vLLM logs serve
@@ -134,7 +134,7 @@ api: {listen: '127.0.0.1:0'}
 			t.Logf("node A log:\n%s\nnode B log:\n%s", a.logTail(), b.logTail())
 		}
 	}()
-	modelKey := readiness.ModelLabelKey(model)
+	modelKey := modelid.LabelKey(model)
 
 	// 1. Both nodes go cold → warm: image pulled, unpacked and pinned in each node's containerd, weights
 	// verified in HF layout.
@@ -150,7 +150,7 @@ api: {listen: '127.0.0.1:0'}
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws, _ := section[prefetch.WeightsStatus](t, st, state.SectionWeights)
+		ws, _ := section(t, st, prefetch.WeightsSection)
 		ms, ok := ws.Model(model)
 		if !ok || !ms.Verified(model, "main") {
 			t.Fatalf("%s weights status %+v", n.name, ms)
@@ -187,8 +187,8 @@ api: {listen: '127.0.0.1:0'}
 		if err != nil {
 			return false, err.Error()
 		}
-		ph, _ := section[phases.Status](t, st, state.SectionPhases)
-		cs, _ := section[cache.Status](t, st, state.SectionCache)
+		ph, _ := section(t, st, phases.Section)
+		cs, _ := section(t, st, cache.Section)
 		miss := len(ph.Records) > 0 && ph.Records[0].Result.CompileCache == phases.CacheMiss && ph.Records[0].Model == model
 		return miss && cs.Uploaded > 0, fmt.Sprintf("records=%d cache=%+v", len(ph.Records), cs.Stats)
 	})
@@ -202,8 +202,8 @@ api: {listen: '127.0.0.1:0'}
 		if err != nil {
 			return false, err.Error()
 		}
-		cs, _ := section[cache.Status](t, st, state.SectionCache)
-		return cs.Restored > 0 && cs.State == "ready", fmt.Sprintf("%+v", cs)
+		cs, _ := section(t, st, cache.Section)
+		return cs.Restored > 0 && cs.State == cache.StateReady, fmt.Sprintf("%+v", cs)
 	})
 	startB := fakeVLLM(t, b.podLogs, "default", "vllm-b", "uid-b", b.cacheEnv(model))
 	if !startB.hit {
@@ -214,8 +214,8 @@ api: {listen: '127.0.0.1:0'}
 		if err != nil {
 			return false, err.Error()
 		}
-		ph, _ := section[phases.Status](t, st, state.SectionPhases)
-		cs, _ := section[cache.Status](t, st, state.SectionCache)
+		ph, _ := section(t, st, phases.Section)
+		cs, _ := section(t, st, cache.Section)
 		hit := len(ph.Records) > 0 && ph.Records[0].Result.CompileCache == phases.CacheHit
 		return hit && cs.Hits > 0, fmt.Sprintf("records %+v, cache hits %d", ph.Records, cs.Hits)
 	})
@@ -239,8 +239,8 @@ api: {listen: '127.0.0.1:0'}
 		if err != nil {
 			return false, err.Error()
 		}
-		rs, _ := section[readiness.Status](t, st, state.SectionReadiness)
-		ph, _ := section[phases.Status](t, st, state.SectionPhases)
+		rs, _ := section(t, st, readiness.Section)
+		ph, _ := section(t, st, phases.Section)
 		return rs.Warm && rs.LastSync != nil && len(ph.Records) == 1, fmt.Sprintf("warm=%v records=%d", rs.Warm, len(ph.Records))
 	})
 	time.Sleep(3 * time.Second) // a few writer rounds

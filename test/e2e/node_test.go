@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
+	"warmd.io/warmd/pkg/state"
 )
 
 // warmdBin is the warmd binary TestMain builds from this checkout: the e2e runs the real program,
@@ -106,11 +107,10 @@ func (n *node) status() (*api.RawStatus, error) {
 	return &st, nil
 }
 
-// section decodes one section of the status into v, failing the test on a decode error.
-func section[T any](t *testing.T, st *api.RawStatus, name string) (T, bool) {
+// section decodes one section of the status, failing the test on a decode error.
+func section[T any](t *testing.T, st *api.RawStatus, k state.Key[T]) (T, bool) {
 	t.Helper()
-	var v T
-	ok, err := st.Section(name, &v)
+	v, ok, err := k.Decode(st.Sections)
 	if err != nil {
 		t.Fatal(err)
 	}

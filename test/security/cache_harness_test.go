@@ -23,7 +23,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"warmd.io/warmd/pkg/cache"
-	"warmd.io/warmd/pkg/state"
 )
 
 // inventoryEnv makes every warmd process of the world see the recorded 8×H100 node.
@@ -82,8 +81,8 @@ func (w *cacheWorld) CacheConfig(b *Bucket, remote string, extra ...string) stri
 // Cache returns the daemon's compileCache section.
 func (d *Daemon) Cache() cache.Status {
 	d.w.T.Helper()
-	var cs cache.Status
-	if _, err := d.status().Section(state.SectionCache, &cs); err != nil {
+	cs, _, err := cache.Section.Decode(d.status().Sections)
+	if err != nil {
 		d.w.T.Fatal(err)
 	}
 	return cs

@@ -177,7 +177,7 @@ func TestCacheImportNeverWritesThroughAComponentLink(t *testing.T) {
 			files := w.seedExport(kernel)
 			if via == "daemon" {
 				d := w.StartDaemon(w.CacheConfig(nil, ""))
-				d.WaitCache(30*time.Second, "ready", func(cs cache.Status) bool { return cs.State == "ready" })
+				d.WaitCache(30*time.Second, "ready", func(cs cache.Status) bool { return cs.State == cache.StateReady })
 			}
 			os.RemoveAll(w.Tree("triton"))
 			must(t, os.MkdirAll(filepath.Dir(w.Tree("triton")), 0o755))
@@ -270,7 +270,7 @@ func TestCacheImportBesideTheDaemonIsNotCapturedAgain(t *testing.T) {
 	b := VersityBucket(t)
 	files := w.seedExport(kernel)
 	d := w.StartDaemon(w.CacheConfig(b, b.URL("fleet")))
-	d.WaitCache(30*time.Second, "ready", func(cs cache.Status) bool { return cs.State == "ready" })
+	d.WaitCache(30*time.Second, "ready", func(cs cache.Status) bool { return cs.State == cache.StateReady })
 	r := w.Warmd(append([]string{"cache", "import", "--data-dir", w.DataDir, "--sku", w.SKU}, files...)...)
 	if r.Code != 0 {
 		t.Fatalf("import beside the daemon: exit %d\n%s", r.Code, r.Output())

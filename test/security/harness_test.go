@@ -42,7 +42,6 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/state"
 )
 
 // World is one case's filesystem: Dir holds warmd's data dir, the canary and the harness's own work
@@ -315,8 +314,8 @@ func (d *Daemon) status() *api.RawStatus {
 // Weights returns the daemon's weights section.
 func (d *Daemon) Weights() prefetch.WeightsStatus {
 	d.w.T.Helper()
-	var ws prefetch.WeightsStatus
-	if _, err := d.status().Section(state.SectionWeights, &ws); err != nil {
+	ws, _, err := prefetch.WeightsSection.Decode(d.status().Sections)
+	if err != nil {
 		d.w.T.Fatal(err)
 	}
 	return ws

@@ -17,6 +17,7 @@ import (
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 // fixture returns a testdata log's lines (with their newlines).
@@ -115,7 +116,7 @@ func TestFollowRotationRestartAndPersistence(t *testing.T) {
 	store := state.New(nil)
 	f := newFollower(t, podLogs, stateDir, m, store)
 	f.Sync() // the pod log dir does not exist yet: a problem, not a failure
-	if st := store.Get(state.SectionPhases).(phases.Status); len(st.Problems) == 0 {
+	if st := phasesOf(store); len(st.Problems) == 0 {
 		t.Errorf("missing pod log dir not reported")
 	}
 
@@ -129,7 +130,7 @@ func TestFollowRotationRestartAndPersistence(t *testing.T) {
 	if got := f.Records(); len(got) != 0 {
 		t.Fatalf("recorded before the start finished: %+v", got)
 	}
-	if st := store.Get(state.SectionPhases).(phases.Status); st.Following != 1 {
+	if st := phasesOf(store); st.Following != 1 {
 		t.Errorf("following %d, want 1", st.Following)
 	}
 	l.write(cold[third][10:])
@@ -181,7 +182,7 @@ func TestFollowRotationRestartAndPersistence(t *testing.T) {
 	if n := testutil.CollectAndCount(m.Phases.PhaseSeconds); n != len(exp.Phases)+1 {
 		t.Errorf("%d phase histograms, want %d (ready start's phases + total)", n, len(exp.Phases)+1)
 	}
-	if st := store.Get(state.SectionPhases).(phases.Status); len(st.Records) != 2 || st.Following != 1 || len(st.Problems) != 0 {
+	if st := phasesOf(store); len(st.Records) != 2 || st.Following != 1 || len(st.Problems) != 0 {
 		t.Errorf("status: %d records, following %d, problems %v", len(st.Records), st.Following, st.Problems)
 	}
 
@@ -275,26 +276,25 @@ func TestRunDiscoversNewPodsByFsnotify(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	v, _ := store.WaitNewer(ctx, 0) // first publish: Run has scanned and set its watches
+	if _, err := store.WaitNewer(ctx, 0); err != nil { // first publish: Run has scanned and set its watches
+		t.Fatal(err)
+	}
 	l := newKubeletLog(t, podLogs, "default", "vllm-2", "bb22", "vllm", 0)
 	for _, line := range fixture(t, "v0.9.0.1-v1-hit.log") {
 		l.write(line)
 	}
-	for {
-		snap, err := store.WaitNewer(ctx, v.Version)
-		if err != nil {
-			t.Fatalf("no record through fsnotify: %v", err)
-		}
-		v = snap
-		if st, ok := snap.Sections[state.SectionPhases].(phases.Status); ok && len(st.Records) == 1 {
-			if st.Records[0].Result.CompileCache != phases.CacheHit {
-				t.Errorf("record %+v", st.Records[0].Result)
-			}
-			break
-		}
+	st := statetest.Wait(t, store, phases.Section, func(st phases.Status) bool { return len(st.Records) == 1 })
+	if st.Records[0].Result.CompileCache != phases.CacheHit {
+		t.Errorf("record %+v", st.Records[0].Result)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
 	}
+}
+
+// phasesOf is the published phases section (zero before the first publish).
+func phasesOf(store *state.Store) phases.Status {
+	st, _ := phases.Section.Get(store)
+	return st
 }

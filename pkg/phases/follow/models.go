@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/phases"
 )
 
@@ -45,7 +46,9 @@ func (m *Models) Reconfigure(cfg *config.NodeConfig) {
 	names := map[string]string{}
 	for _, md := range cfg.Models {
 		names[md.Name] = md.Name
-		names["models--"+strings.ReplaceAll(md.Name, "/", "--")] = md.Name
+		if d, err := model.DirName(md.Name); err == nil {
+			names[d] = md.Name
+		}
 		names[filepath.Base(md.Name)] = md.Name
 	}
 	m.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"warmd.io/warmd/pkg/state/statetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,20 +63,7 @@ func TestPartFollowsReload(t *testing.T) {
 	})
 }
 
-func waitPhases(t *testing.T, store *state.Store, what string, ok func(phases.Status) bool) {
+func waitPhases(t *testing.T, store *state.Store, _ string, ok func(phases.Status) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, _ := store.Get(state.SectionPhases).(phases.Status)
-		if ok(st) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: last %+v", what, st)
-		}
-		select {
-		case <-store.Changed():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	statetest.Wait(t, store, phases.Section, ok)
 }

@@ -12,7 +12,6 @@ import (
 
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/phases"
-	"warmd.io/warmd/pkg/state"
 )
 
 // recordsFile is the on-disk form of the kept records.
@@ -186,5 +185,5 @@ func (f *Follower) publish() {
 	if f.problem != "" {
 		st.Problems = []string{f.problem}
 	}
-	f.opts.Store.Publish(state.SectionPhases, st)
+	phases.Section.Publish(f.opts.Store, st)
 }

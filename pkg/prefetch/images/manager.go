@@ -393,7 +393,7 @@ func (m *Manager) publish() {
 		}
 	}
 	if m.store != nil {
-		m.store.Publish(state.SectionImages, s)
+		prefetch.ImagesSection.Publish(m.store, s)
 	}
 }
 

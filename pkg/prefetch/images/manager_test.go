@@ -22,6 +22,7 @@ import (
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/images/internal/imagetest"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 // backend is one place the manager runs against: both real containerd daemons and the embedded store.
@@ -144,25 +145,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// waitFor blocks until cond holds on the published section (bounded: 3 minutes).
-func (h *harness) waitFor(t *testing.T, what string, cond func(prefetch.ImagesStatus) bool) prefetch.ImagesStatus {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	var v uint64
-	for {
-		snap, err := h.store.WaitNewer(ctx, v)
-		v = snap.Version
-		st, _ := snap.Sections[state.SectionImages].(prefetch.ImagesStatus)
-		if cond(st) {
-			return st
-		}
-		if err != nil {
-			t.Fatalf("waiting for %s: %v; last status: %+v", what, err, st)
-		}
-	}
-}
-
 func ready(ref, digest string) func(prefetch.ImagesStatus) bool {
 	return func(s prefetch.ImagesStatus) bool {
 		im, ok := s.ForRef(ref)
@@ -186,7 +168,7 @@ func TestManager(t *testing.T) {
 				})
 				track(t, cfg, reg)
 				h := start(t, cfg, images.Options{Wants: func(m config.Model) bool { return m.Name == "org/wanted" }})
-				st := h.waitFor(t, "both images ready", func(s prefetch.ImagesStatus) bool {
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/served:v1"), "")(s) && ready(reg.Ref("warmd-mgr/extra:v1"), "")(s)
 				})
 				if st.Backend.Path != b.wantPath {
@@ -219,10 +201,10 @@ func TestManager(t *testing.T) {
 				cfg.ImagePull.ResolveInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 				track(t, cfg, reg)
 				h := start(t, cfg, images.Options{})
-				h.waitFor(t, "v1 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))
-				h.waitFor(t, "digest ref ready", ready(byDigest, imagetest.Digest(t, pinned)))
+				statetest.Wait(t, h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v1)))
+				statetest.Wait(t, h.store, prefetch.ImagesSection, ready(byDigest, imagetest.Digest(t, pinned)))
 				v2 := reg.PushRandom(t, "warmd-mgr/moving:latest", 32<<10, 2)
-				st := h.waitFor(t, "v2 ready", ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v2)))
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/moving:latest"), imagetest.Digest(t, v2)))
 				im, _ := st.ForRef(reg.Ref("warmd-mgr/moving:latest"))
 				if im.Resolved.IsZero() {
 					t.Error("no resolve time recorded")
@@ -251,7 +233,7 @@ func TestManager(t *testing.T) {
 				l.Close() // nothing listens there now
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: down}} })
 				h := start(t, cfg, images.Options{Attempts: 3})
-				st := h.waitFor(t, "failed", func(s prefetch.ImagesStatus) bool {
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool {
 					im, ok := s.ForRef(down)
 					return ok && im.State == prefetch.StateFailed
 				})
@@ -270,11 +252,11 @@ func TestManager(t *testing.T) {
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/kept:v1")}} })
 				track(t, cfg, reg)
 				first := startStoppable(t, cfg, images.Options{})
-				first.h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/kept:v1"), imagetest.Digest(t, img)))
+				statetest.Wait(t, first.h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/kept:v1"), imagetest.Digest(t, img)))
 				first.stop()
 				reg.Close()
 				h := start(t, cfg, images.Options{Attempts: 2})
-				st := h.waitFor(t, "ready again with a failed refresh", func(s prefetch.ImagesStatus) bool {
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool {
 					im, ok := s.ForRef(reg.Ref("warmd-mgr/kept:v1"))
 					return ok && im.State == prefetch.StateReady && im.Warm() && strings.Contains(im.Reason, "failed after")
 				})
@@ -290,7 +272,7 @@ func TestManager(t *testing.T) {
 				cfg := newConfig(t, b, func(c *config.NodeConfig) { c.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/yanked:v1")}} })
 				track(t, cfg, reg)
 				h := start(t, cfg, images.Options{VerifyInterval: 20 * time.Millisecond})
-				st := h.waitFor(t, "ready", ready(reg.Ref("warmd-mgr/yanked:v1"), imagetest.Digest(t, img)))
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/yanked:v1"), imagetest.Digest(t, img)))
 				im, _ := st.ForRef(reg.Ref("warmd-mgr/yanked:v1"))
 				bk, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 				if err != nil {
@@ -301,7 +283,7 @@ func TestManager(t *testing.T) {
 				if err := bk.Release(t.Context(), im.Name, prefetch.OnRemoveRemove); err != nil {
 					t.Fatal(err)
 				}
-				h.waitFor(t, "ready again after the removal", func(s prefetch.ImagesStatus) bool {
+				statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool {
 					im, ok := s.ForRef(reg.Ref("warmd-mgr/yanked:v1"))
 					return ok && ready(im.Ref, imagetest.Digest(t, img))(s) && im.Updated.After(removed) && im.Reason == ""
 				})
@@ -319,14 +301,14 @@ func TestManager(t *testing.T) {
 				})
 				track(t, cfg, reg)
 				h := start(t, cfg, images.Options{})
-				st := h.waitFor(t, "ready", func(s prefetch.ImagesStatus) bool {
+				st := statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool {
 					return ready(reg.Ref("warmd-mgr/leaving:v1"), "")(s) && ready(reg.Ref("warmd-mgr/staying:v1"), "")(s)
 				})
 				leaving, _ := st.ForRef(reg.Ref("warmd-mgr/leaving:v1"))
 				next := *cfg
 				next.Images = []config.Image{{Ref: reg.Ref("warmd-mgr/staying:v1")}}
 				h.m.Reconfigure(&next)
-				h.waitFor(t, "one image left", func(s prefetch.ImagesStatus) bool { return len(s.Images) == 1 })
+				statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool { return len(s.Images) == 1 })
 				bk, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
@@ -368,7 +350,7 @@ func TestManagerContainerdRestart(t *testing.T) {
 			d.Kill()
 			d.Start(t)
 			release()
-			st := h.waitFor(t, "ready after restart", ready(reg.Ref("warmd-mgr/restart:v1"), imagetest.Digest(t, img)))
+			st := statetest.Wait(t, h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/restart:v1"), imagetest.Digest(t, img)))
 			if st.Backend.Path != tc.path {
 				t.Errorf("path %q, want %q", st.Backend.Path, tc.path)
 			}
@@ -461,10 +443,10 @@ func TestResyncFollowsWants(t *testing.T) {
 	})
 	var wanted atomic.Bool
 	h := start(t, cfg, images.Options{Wants: func(config.Model) bool { return wanted.Load() }})
-	h.waitFor(t, "backend up with nothing wanted", func(s prefetch.ImagesStatus) bool { return s.Backend.Name != "" && len(s.Images) == 0 })
+	statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool { return s.Backend.Name != "" && len(s.Images) == 0 })
 	wanted.Store(true)
 	h.m.Resync()
-	h.waitFor(t, "the gained model's image ready", ready(reg.Ref("warmd-mgr/gained:v1"), ""))
+	statetest.Wait(t, h.store, prefetch.ImagesSection, ready(reg.Ref("warmd-mgr/gained:v1"), ""))
 }
 
 // TestReadyAtThePlanNotTheDownload: the part is not ready while its backend cannot be opened (the
@@ -474,7 +456,7 @@ func TestReadyAtThePlanNotTheDownload(t *testing.T) {
 		c.Containerd.Address, c.Containerd.Backend = "/nonexistent/warmd-test/containerd.sock", "containerd"
 	}}, func(*config.NodeConfig) {})
 	h := start(t, unreachable, images.Options{})
-	h.waitFor(t, "the open failure published", func(s prefetch.ImagesStatus) bool { return s.Error != "" })
+	statetest.Wait(t, h.store, prefetch.ImagesSection, func(s prefetch.ImagesStatus) bool { return s.Error != "" })
 	if err := h.m.Ready(); err == nil || !strings.Contains(err.Error(), "image backend unavailable") {
 		t.Errorf("Ready with no backend = %v, want the backend's failure", err)
 	}

@@ -32,7 +32,7 @@ type ManagerOptions struct {
 }
 
 // Manager is the daemon part that keeps the models this node wants fetched, verified and published,
-// and publishes their status (state.SectionWeights) and metrics.
+// and publishes their status (prefetch.WeightsSection) and metrics.
 type Manager struct {
 	o       ManagerOptions
 	log     *slog.Logger
@@ -305,5 +305,5 @@ func (m *Manager) publish(e *Engine, wanted []config.Model) {
 	for _, s := range []prefetch.State{prefetch.StateQueued, prefetch.StateDownloading, prefetch.StateVerifying, prefetch.StateReady, prefetch.StateFailed} {
 		m.metrics.ByState.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
-	m.store.Publish(state.SectionWeights, ws)
+	prefetch.WeightsSection.Publish(m.store, ws)
 }

@@ -17,6 +17,7 @@ import (
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 // runManager runs a manager until every wanted model settles (ready or failed) and returns the section.
@@ -33,28 +34,17 @@ func runManager(t *testing.T, cfg *config.NodeConfig, wants func(config.Model) b
 	done := make(chan error, 1)
 	go func() { done <- part.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	var v uint64
-	for {
-		snap, err := store.WaitNewer(ctx, v)
-		if err != nil {
-			t.Fatalf("models did not settle: %v; last %+v", err, store.Get(state.SectionWeights))
-		}
-		v = snap.Version
-		ws, ok := snap.Sections[state.SectionWeights].(prefetch.WeightsStatus)
-		if !ok || len(ws.Models) == 0 {
-			continue
-		}
-		settled := true
+	ws := statetest.Wait(t, store, prefetch.WeightsSection, func(ws prefetch.WeightsStatus) bool {
+		settled := len(ws.Models) > 0
 		for _, ms := range ws.Models {
 			settled = settled && (ms.State == prefetch.StateReady || ms.State == prefetch.StateFailed)
 		}
-		if settled {
-			if err := part.Ready(); err != nil {
-				t.Errorf("every model settled, yet not ready: %v", err)
-			}
-			return ws, m
-		}
+		return settled
+	})
+	if err := part.Ready(); err != nil {
+		t.Errorf("every model settled, yet not ready: %v", err)
 	}
+	return ws, m
 }
 
 func TestManager(t *testing.T) {

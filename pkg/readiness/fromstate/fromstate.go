@@ -25,11 +25,11 @@ var _ readiness.InputFunc = Input
 // so the first node is not held cold forever; the start that follows records a miss, and pkg/phases and
 // the status show it.
 func Input(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model) bool) readiness.Input {
-	gpu, _ := nvml.FromSnapshot(snap)
-	images, _ := snap.Sections[state.SectionImages].(prefetch.ImagesStatus)
-	weights, _ := snap.Sections[state.SectionWeights].(prefetch.WeightsStatus)
-	cc, haveCache := snap.Sections[state.SectionCache].(cache.Status)
-	starts, _ := snap.Sections[state.SectionPhases].(phases.Status)
+	gpu, _ := nvml.Section.From(snap)
+	images, _ := prefetch.ImagesSection.From(snap)
+	weights, _ := prefetch.WeightsSection.From(snap)
+	cc, haveCache := cache.Section.From(snap)
+	starts, _ := phases.Section.From(snap)
 
 	in := readiness.Input{
 		IdentityLabels:      gpu.Labels,
@@ -38,7 +38,7 @@ func Input(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model)
 	if gpu.Cacheable {
 		in.SKU = gpu.Inventory.SKU
 	}
-	cacheSynced := haveCache && cc.State == "ready" && cc.SKU == in.SKU
+	cacheSynced := haveCache && cc.State == cache.StateReady && cc.SKU == in.SKU
 	for _, m := range cfg.Models {
 		mi := readiness.ModelInput{
 			Name:    m.Name,
@@ -66,7 +66,7 @@ func Input(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model)
 		}
 		if in.CompileCacheEnabled {
 			mi.Cache.Present = cacheSynced
-			if haveCache && cc.State == "error" {
+			if haveCache && cc.State == cache.StateError {
 				mi.Cache.Error = cc.Message
 			}
 		}
@@ -91,7 +91,7 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 		if !m.Wants {
 			continue
 		}
-		s := predict.Situation{Model: m.Name, Node: node, SKU: in.SKU, Cache: predict.CacheMiss,
+		s := predict.Situation{Model: m.Name, Node: node, SKU: in.SKU, Cache: phases.CacheMiss,
 			ImageLocal: m.Image.Ref == "" || m.Image.Digest != "", WeightsLocal: m.Weights.VerifiedRevision != ""}
 		if im, ok := images.ForModel(m.Name); ok {
 			s.ImageBytes = im.TotalBytes
@@ -100,7 +100,7 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 			s.WeightsBytes = ws.BytesTotal
 		}
 		if in.CompileCacheEnabled && cacheSynced && cc.Bytes > 0 {
-			s.Cache = predict.CacheHit
+			s.Cache = phases.CacheHit
 		}
 		sits = append(sits, s)
 	}
@@ -118,7 +118,7 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 	if err != nil {
 		ann = "" // an unencodable prediction is left off the Node rather than written half
 	}
-	out := readiness.Predictions{Seconds: map[string]float64{}, Annotation: ann, Detail: st}
+	out := readiness.Predictions{Seconds: map[string]float64{}, Annotation: ann, Detail: &st}
 	for _, pr := range st.Predictions {
 		out.Seconds[pr.Model] = pr.Seconds
 	}

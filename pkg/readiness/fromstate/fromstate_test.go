@@ -7,6 +7,7 @@ import (
 
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
@@ -38,7 +39,7 @@ func snapshot(sections map[string]any) state.Snapshot {
 
 func gpu() nvml.Status {
 	return nvml.Status{Inventory: nvml.Inventory{Present: true, SKU: sku}, Cacheable: true,
-		Labels: nvml.Labels{"warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
+		Labels: nodelabels.Labels{"warmd.io/gpu.product": "NVIDIA-H100-80GB-HBM3"}}
 }
 
 func TestEverythingVerifiedIsWarmAndPredicted(t *testing.T) {
@@ -46,13 +47,13 @@ func TestEverythingVerifiedIsWarmAndPredicted(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	total := 66.5
 	snap := snapshot(map[string]any{
-		state.SectionGPU: gpu(),
-		state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
+		nvml.Section.Name(): gpu(),
+		prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
 			State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true, TotalBytes: 9 << 30}}},
-		state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady,
+		prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady,
 			SnapshotPath: "/w/snap", BytesTotal: 16 << 30, Started: start, Finished: start.Add(16 * time.Second)}}},
-		state.SectionCache: cache.Status{State: "ready", SKU: sku, Bytes: 1 << 30},
-		state.SectionPhases: phases.Status{Records: []phases.Record{{Model: "org/a", GPUSKU: sku,
+		cache.Section.Name(): cache.Status{State: cache.StateReady, SKU: sku, Bytes: 1 << 30},
+		phases.Section.Name(): phases.Status{Records: []phases.Record{{Model: "org/a", GPUSKU: sku,
 			Result: phases.Result{Outcome: phases.OutcomeReady, CompileCache: phases.CacheHit, TotalSeconds: &total}}}},
 	})
 	in := Input(snap, c, func(m config.Model) bool { return m.NodeSelector == nil })
@@ -87,17 +88,17 @@ func TestFailuresAndGapsAreNotWarm(t *testing.T) {
 		want     readiness.State
 		reason   string
 	}{
-		{"nothing yet", map[string]any{state.SectionGPU: gpu()}, readiness.StateCold, ""},
-		{"image failed", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
+		{"nothing yet", map[string]any{nvml.Section.Name(): gpu()}, readiness.StateCold, ""},
+		{"image failed", map[string]any{nvml.Section.Name(): gpu(), prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
 			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateFailed, Reason: "not found"}}}},
 			readiness.StateFailed, "the image is not in the registry"},
-		{"weights of another revision", map[string]any{state.SectionGPU: gpu(), state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
+		{"weights of another revision", map[string]any{nvml.Section.Name(): gpu(), prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
 			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, readiness.StateCold, ""},
-		{"cache of another SKU", map[string]any{state.SectionGPU: gpu(),
-			state.SectionImages:  prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
-			state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
-			state.SectionCache:   cache.Status{State: "ready", SKU: "other"}}, readiness.StateWeights, ""},
-		{"unpinned image", map[string]any{state.SectionGPU: gpu(), state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
+		{"cache of another SKU", map[string]any{nvml.Section.Name(): gpu(),
+			prefetch.ImagesSection.Name():  prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
+			prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
+			cache.Section.Name():           cache.Status{State: cache.StateReady, SKU: "other"}}, readiness.StateWeights, ""},
+		{"unpinned image", map[string]any{nvml.Section.Name(): gpu(), prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
 			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: false}}}}, readiness.StateCold, ""},
 	}
 	for _, tc := range tests {
@@ -113,10 +114,10 @@ func TestFailuresAndGapsAreNotWarm(t *testing.T) {
 func TestNoGPUNeedsNoCompileCache(t *testing.T) {
 	c := cfg(t)
 	snap := snapshot(map[string]any{
-		state.SectionGPU: nvml.Status{Inventory: nvml.Inventory{SKU: nvml.SKUNone}},
-		state.SectionImages: prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
+		nvml.Section.Name(): nvml.Status{Inventory: nvml.Inventory{SKU: nvml.SKUNone}},
+		prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"},
 			State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
-		state.SectionWeights: prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
+		prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
 	})
 	in := Input(snap, c, nil)
 	if in.CompileCacheEnabled || in.SKU != "" {

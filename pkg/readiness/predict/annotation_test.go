@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"warmd.io/warmd/pkg/phases"
 )
 
 func TestAnnotation(t *testing.T) {
@@ -69,8 +71,8 @@ func TestParseAnnotation(t *testing.T) {
 func TestPredictAll(t *testing.T) {
 	p := &Predictor{}
 	st, ann, err := p.PredictAll([]Situation{
-		{Model: "z/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheHit},
-		{Model: "a/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheMiss},
+		{Model: "z/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: phases.CacheHit},
+		{Model: "a/m", Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: phases.CacheMiss},
 	}, Throughput{ImageBytesPerSecond: 1e8})
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,7 @@
 package predict
 
+import "warmd.io/warmd/pkg/phases"
+
 // DefaultTable holds what a prediction uses when neither history nor a measured throughput exists.
 type DefaultTable struct {
 	// Miss and Hit are seconds per in-process phase for a start that compiles (cache miss) and one
@@ -28,12 +30,14 @@ type DefaultTable struct {
 func Defaults() *DefaultTable {
 	return &DefaultTable{
 		Miss: map[string]float64{
-			Imports: 13.8, EngineStart: 9.4, WeightLoad: 28.6, TorchCompile: 61.8, KVCacheAndWarmup: 35.6,
-			GraphCapture: 40.6, ServerUp: 3.6, FirstHealth: 2.7,
+			phases.PhaseImports: 13.8, phases.PhaseEngineStart: 9.4, phases.PhaseWeightLoad: 28.6,
+			phases.PhaseTorchCompile: 61.8, phases.PhaseKVCacheAndWarmup: 35.6, phases.PhaseGraphCapture: 40.6,
+			phases.PhaseServerUp: 3.6, phases.PhaseFirstHealth: 2.7,
 		},
 		Hit: map[string]float64{
-			Imports: 11.7, EngineStart: 8.1, WeightLoad: 9.3, TorchCompile: 6.4, KVCacheAndWarmup: 8.0,
-			GraphCapture: 19.4, ServerUp: 1.8, FirstHealth: 1.9,
+			phases.PhaseImports: 11.7, phases.PhaseEngineStart: 8.1, phases.PhaseWeightLoad: 9.3,
+			phases.PhaseTorchCompile: 6.4, phases.PhaseKVCacheAndWarmup: 8.0, phases.PhaseGraphCapture: 19.4,
+			phases.PhaseServerUp: 1.8, phases.PhaseFirstHealth: 1.9,
 		},
 		WeightLoadBytes:       15_200_000_000,
 		ImageBytesPerSecond:   60e6,
@@ -44,18 +48,18 @@ func Defaults() *DefaultTable {
 }
 
 // phase returns the default seconds of an in-process phase for a cache outcome.
-func (d *DefaultTable) phase(name string, cache CacheState, weightsBytes int64) float64 {
+func (d *DefaultTable) phase(name string, cache phases.CompileCache, weightsBytes int64) float64 {
 	table := d.Miss
 	switch cache {
-	case CacheHit:
+	case phases.CacheHit:
 		table = d.Hit
-	case CacheDisabled:
-		if name == TorchCompile || name == GraphCapture {
+	case phases.CacheDisabled:
+		if name == phases.PhaseTorchCompile || name == phases.PhaseGraphCapture {
 			return 0
 		}
 	}
 	v := table[name]
-	if name == WeightLoad && weightsBytes > 0 && d.WeightLoadBytes > 0 {
+	if name == phases.PhaseWeightLoad && weightsBytes > 0 && d.WeightLoadBytes > 0 {
 		v *= float64(weightsBytes) / float64(d.WeightLoadBytes)
 	}
 	return v
@@ -64,7 +68,7 @@ func (d *DefaultTable) phase(name string, cache CacheState, weightsBytes int64) 
 // transfer returns the default seconds of an image pull or weights download of bytes (0: unknown).
 func (d *DefaultTable) transfer(phase string, bytes int64) float64 {
 	size, rate := d.ImageBytes, d.ImageBytesPerSecond
-	if phase == WeightsDownload {
+	if phase == phases.PhaseWeightsDownload {
 		size, rate = d.WeightsBytes, d.WeightsBytesPerSecond
 	}
 	if bytes > 0 {

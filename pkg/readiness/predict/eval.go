@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"warmd.io/warmd/pkg/phases"
 )
 
 // Evaluation is a leave-one-out measurement of prediction error over a history.
@@ -34,9 +36,9 @@ func LeaveOneOut(history []Start) Evaluation {
 		rest := slices.Concat(history[:i:i], history[i+1:])
 		s := Situation{
 			Model: st.Model, Node: st.Node, SKU: st.SKU, Cache: st.CompileCache,
-			ImageLocal: st.Phases[ImagePull] <= 0, WeightsLocal: st.Phases[WeightsDownload] <= 0,
+			ImageLocal: st.Phases[phases.PhaseImagePull] <= 0, WeightsLocal: st.Phases[phases.PhaseWeightsDownload] <= 0,
 		}
-		actual := st.Phases[ImagePull] + st.Total
+		actual := st.Phases[phases.PhaseImagePull] + st.Total
 		got := (&Predictor{History: rest}).Predict(s, Throughput{}).Seconds
 		errs = append(errs, math.Abs(got-actual))
 		pcts = append(pcts, 100*math.Abs(got-actual)/actual)

@@ -21,7 +21,7 @@ func FromResult(node, sku, model string, recorded time.Time, res phases.Result) 
 		return Start{}, false
 	}
 	st := Start{
-		Model: model, Node: node, SKU: sku, At: res.StartedAt, CompileCache: CacheState(res.CompileCache),
+		Model: model, Node: node, SKU: sku, At: res.StartedAt, CompileCache: res.CompileCache,
 		Phases: make(map[string]float64, len(res.Phases)), Total: *res.TotalSeconds,
 	}
 	if st.At.IsZero() {
@@ -33,7 +33,7 @@ func FromResult(node, sku, model string, recorded time.Time, res phases.Result) 
 	for _, p := range res.Phases {
 		st.Phases[p.Name] += p.Seconds
 	}
-	st.Total -= st.Phases[ImagePull]
+	st.Total -= st.Phases[phases.PhaseImagePull]
 	if st.Total <= 0 {
 		return Start{}, false
 	}

@@ -30,7 +30,7 @@ func TestFromRecordSeedLogs(t *testing.T) {
 	if len(starts) != 2 {
 		t.Fatalf("got %d starts, want the 2 ready ones", len(starts))
 	}
-	if starts[0].CompileCache != CacheMiss || starts[1].CompileCache != CacheHit || starts[0].Node != "n1" {
+	if starts[0].CompileCache != phases.CacheMiss || starts[1].CompileCache != phases.CacheHit || starts[0].Node != "n1" {
 		t.Fatalf("starts = %+v", starts)
 	}
 	for _, st := range starts {
@@ -50,7 +50,7 @@ func TestFromRecordTakesThePullOutOfTotal(t *testing.T) {
 		Phases: []phases.Phase{{Name: phases.PhaseImagePull, Seconds: 30}, {Name: phases.PhaseImports, Seconds: 10}},
 	}}
 	st, ok := FromRecord("n1", r)
-	if !ok || st.Total != 70 || st.Phases[ImagePull] != 30 || !st.At.Equal(t0Predict) {
+	if !ok || st.Total != 70 || st.Phases[phases.PhaseImagePull] != 30 || !st.At.Equal(t0Predict) {
 		t.Errorf("FromRecord = %+v, %v", st, ok)
 	}
 }

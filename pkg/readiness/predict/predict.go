@@ -18,64 +18,49 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"warmd.io/warmd/pkg/phases"
 )
 
-// Phase names. They are pkg/phases' names (and the seed table's rows), plus ImagePull (measured from
-// the kubelet's Pulled event before the process starts) and Other: the part of a start's total that no
+// Other is the one phase predict adds to pkg/phases' names (phases.Phase*; ImagePull is measured
+// from the kubelet's Pulled event before the process starts): the part of a start's total that no
 // measured phase covers, so the phases of a prediction add up to a whole start.
-const (
-	ImagePull        = "image_pull"
-	Imports          = "imports"
-	EngineStart      = "engine_start"
-	WeightsDownload  = "weights_download"
-	WeightLoad       = "weight_load"
-	TorchCompile     = "torch_compile"
-	KVCacheAndWarmup = "kv_cache_and_warmup"
-	GraphCapture     = "graph_capture"
-	ServerUp         = "server_up"
-	FirstHealth      = "first_health_200"
-	Other            = "other"
-)
+const Other = "other"
 
 // Order lists the predicted phases in start order.
 var Order = []string{
-	ImagePull, Imports, EngineStart, WeightsDownload, WeightLoad, TorchCompile, KVCacheAndWarmup,
-	GraphCapture, ServerUp, FirstHealth, Other,
+	phases.PhaseImagePull, phases.PhaseImports, phases.PhaseEngineStart, phases.PhaseWeightsDownload,
+	phases.PhaseWeightLoad, phases.PhaseTorchCompile, phases.PhaseKVCacheAndWarmup, phases.PhaseGraphCapture,
+	phases.PhaseServerUp, phases.PhaseFirstHealth, Other,
 }
 
 // inProcess are the phases inside the vLLM process, whose sum plus Other is the start's Total.
 var inProcess = []string{
-	Imports, EngineStart, WeightsDownload, WeightLoad, TorchCompile, KVCacheAndWarmup, GraphCapture,
-	ServerUp, FirstHealth,
+	phases.PhaseImports, phases.PhaseEngineStart, phases.PhaseWeightsDownload, phases.PhaseWeightLoad,
+	phases.PhaseTorchCompile, phases.PhaseKVCacheAndWarmup, phases.PhaseGraphCapture, phases.PhaseServerUp,
+	phases.PhaseFirstHealth,
 }
 
 // cacheSensitive phases depend on the compile-cache outcome: history of another outcome is never used
 // for them (a miss compiles for a minute, a hit loads in seconds).
-var cacheSensitive = map[string]bool{TorchCompile: true, KVCacheAndWarmup: true, GraphCapture: true, Other: true}
+var cacheSensitive = map[string]bool{
+	phases.PhaseTorchCompile: true, phases.PhaseKVCacheAndWarmup: true, phases.PhaseGraphCapture: true, Other: true,
+}
 
 // modelIndependent phases cost about the same whatever the model, so the SKU's starts of other models
 // are a better estimate than a default.
-var modelIndependent = map[string]bool{Imports: true, EngineStart: true, ServerUp: true, FirstHealth: true}
-
-// CacheState is a compile-cache outcome, with pkg/phases' values.
-type CacheState string
-
-// Compile-cache outcomes.
-const (
-	CacheHit      CacheState = "hit"
-	CacheMiss     CacheState = "miss"
-	CacheDisabled CacheState = "disabled"
-	CacheUnknown  CacheState = "unknown"
-)
+var modelIndependent = map[string]bool{
+	phases.PhaseImports: true, phases.PhaseEngineStart: true, phases.PhaseServerUp: true, phases.PhaseFirstHealth: true,
+}
 
 // Start is one vLLM start that became ready, as pkg/phases recorded it. The daemon adapts phases'
 // records to this type; starts that did not become ready (Total 0) are ignored.
 type Start struct {
-	Model        string     `json:"model"`
-	Node         string     `json:"node"`
-	SKU          string     `json:"sku"`
-	At           time.Time  `json:"at"`
-	CompileCache CacheState `json:"compileCache"`
+	Model        string              `json:"model"`
+	Node         string              `json:"node"`
+	SKU          string              `json:"sku"`
+	At           time.Time           `json:"at"`
+	CompileCache phases.CompileCache `json:"compileCache"`
 	// Phases holds seconds per phase name. An absent in-process phase did not happen or was not
 	// timed (its time is then inside Other). ImagePull and WeightsDownload are absent or 0 when the
 	// image or weights were already local.
@@ -109,7 +94,7 @@ type Situation struct {
 	WeightsBytes int64
 	// Cache is the expected compile-cache outcome: hit when a verified cache for this SKU is on disk,
 	// miss when not, disabled when the model runs eager or compile caching is off.
-	Cache CacheState
+	Cache phases.CompileCache
 }
 
 // Throughput is what this node measured for pulls and downloads, in bytes per second (0: none yet).
@@ -178,8 +163,8 @@ func (e Estimate) String() string {
 type Prediction struct {
 	Model string `json:"model"`
 	// Seconds is the sum of the phases: pod start → ready, image pull included.
-	Seconds float64    `json:"seconds"`
-	Cache   CacheState `json:"compileCache"`
+	Seconds float64             `json:"seconds"`
+	Cache   phases.CompileCache `json:"compileCache"`
 	// Phases lists every phase still needed (local ones with 0 seconds), in Order.
 	Phases []Estimate `json:"phases"`
 }
@@ -206,8 +191,8 @@ const (
 // Predict estimates the time-to-ready of s.Model on s.Node with throughput tp.
 func (p *Predictor) Predict(s Situation, tp Throughput) Prediction {
 	cache := s.Cache
-	if cache == "" || cache == CacheUnknown {
-		cache = CacheMiss // without a verified cache the start compiles
+	if cache == "" || cache == phases.CacheUnknown {
+		cache = phases.CacheMiss // without a verified cache the start compiles
 	}
 	pred := Prediction{Model: s.Model, Cache: cache}
 	for _, phase := range Order {
@@ -218,12 +203,12 @@ func (p *Predictor) Predict(s Situation, tp Throughput) Prediction {
 	return pred
 }
 
-func (p *Predictor) estimate(phase string, s Situation, cache CacheState, tp Throughput) Estimate {
+func (p *Predictor) estimate(phase string, s Situation, cache phases.CompileCache, tp Throughput) Estimate {
 	e := Estimate{Phase: phase}
 	switch phase {
-	case ImagePull, WeightsDownload:
+	case phases.PhaseImagePull, phases.PhaseWeightsDownload:
 		local, bytes, rate := s.ImageLocal, s.ImageBytes, tp.ImageBytesPerSecond
-		if phase == WeightsDownload {
+		if phase == phases.PhaseWeightsDownload {
 			local, bytes, rate = s.WeightsLocal, s.WeightsBytes, tp.WeightsBytesPerSecond
 		}
 		if local {
@@ -252,7 +237,7 @@ func (p *Predictor) estimate(phase string, s Situation, cache CacheState, tp Thr
 
 // history returns the median of the most recent matching starts' values for phase, trying the scopes
 // from the most specific; keep filters the values (nil keeps all).
-func (p *Predictor) history(phase string, s Situation, cache CacheState, keep func(float64) bool) (float64, int, string) {
+func (p *Predictor) history(phase string, s Situation, cache phases.CompileCache, keep func(float64) bool) (float64, int, string) {
 	type scope struct {
 		name  string
 		match func(*Start) bool

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"warmd.io/warmd/pkg/phases"
 )
 
 const (
@@ -16,16 +18,17 @@ const (
 var day0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 
 // mk is a ready start whose phases are all `each` seconds, with total their sum plus 1 s of gaps.
-func mk(node string, cache CacheState, day int, each float64, extra map[string]float64) Start {
+func mk(node string, cache phases.CompileCache, day int, each float64, extra map[string]float64) Start {
 	ph := map[string]float64{}
 	total := 1.0
-	for _, p := range []string{Imports, EngineStart, WeightLoad, TorchCompile, KVCacheAndWarmup, GraphCapture, ServerUp, FirstHealth} {
+	for _, p := range []string{phases.PhaseImports, phases.PhaseEngineStart, phases.PhaseWeightLoad, phases.PhaseTorchCompile,
+		phases.PhaseKVCacheAndWarmup, phases.PhaseGraphCapture, phases.PhaseServerUp, phases.PhaseFirstHealth} {
 		ph[p] = each
 		total += each
 	}
 	for k, v := range extra {
 		ph[k] = v
-		if k != ImagePull {
+		if k != phases.PhaseImagePull {
 			total += v
 		}
 	}
@@ -46,7 +49,7 @@ func phaseOf(t *testing.T, p Prediction, name string) Estimate {
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 
 func TestPredict(t *testing.T) {
-	warmHere := Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheHit}
+	warmHere := Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: phases.CacheHit}
 	tests := []struct {
 		name    string
 		history []Start
@@ -67,7 +70,7 @@ func TestPredict(t *testing.T) {
 				}
 				for _, e := range p.Phases {
 					switch e.Phase {
-					case ImagePull, WeightsDownload:
+					case phases.PhaseImagePull, phases.PhaseWeightsDownload:
 						if e.Source != SourceLocal || e.Seconds != 0 {
 							t.Errorf("%s = %+v, want local 0", e.Phase, e)
 						}
@@ -87,26 +90,26 @@ func TestPredict(t *testing.T) {
 			name: "unknown cache outcome predicts a compile (miss)",
 			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true},
 			check: func(t *testing.T, p Prediction) {
-				if p.Cache != CacheMiss || phaseOf(t, p, TorchCompile).Seconds != Defaults().Miss[TorchCompile] {
-					t.Errorf("cache %s, torch_compile %+v; want miss and the Miss default", p.Cache, phaseOf(t, p, TorchCompile))
+				if p.Cache != phases.CacheMiss || phaseOf(t, p, phases.PhaseTorchCompile).Seconds != Defaults().Miss[phases.PhaseTorchCompile] {
+					t.Errorf("cache %s, torch_compile %+v; want miss and the Miss default", p.Cache, phaseOf(t, p, phases.PhaseTorchCompile))
 				}
 			},
 		},
 		{
 			name: "disabled cache: no compile, no graph capture",
-			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: CacheDisabled},
+			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, Cache: phases.CacheDisabled},
 			check: func(t *testing.T, p Prediction) {
-				if phaseOf(t, p, TorchCompile).Seconds != 0 || phaseOf(t, p, GraphCapture).Seconds != 0 {
-					t.Errorf("compile/capture = %v/%v, want 0/0", phaseOf(t, p, TorchCompile), phaseOf(t, p, GraphCapture))
+				if phaseOf(t, p, phases.PhaseTorchCompile).Seconds != 0 || phaseOf(t, p, phases.PhaseGraphCapture).Seconds != 0 {
+					t.Errorf("compile/capture = %v/%v, want 0/0", phaseOf(t, p, phases.PhaseTorchCompile), phaseOf(t, p, phases.PhaseGraphCapture))
 				}
 			},
 		},
 		{
 			name: "missing image and weights without history: size ÷ measured throughput",
-			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageBytes: 10e9, WeightsBytes: 15e9, Cache: CacheHit},
+			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageBytes: 10e9, WeightsBytes: 15e9, Cache: phases.CacheHit},
 			tp:   Throughput{ImageBytesPerSecond: 100e6, WeightsBytesPerSecond: 500e6},
 			check: func(t *testing.T, p Prediction) {
-				img, w := phaseOf(t, p, ImagePull), phaseOf(t, p, WeightsDownload)
+				img, w := phaseOf(t, p, phases.PhaseImagePull), phaseOf(t, p, phases.PhaseWeightsDownload)
 				if img.Source != SourceThroughput || !near(img.Seconds, 100) {
 					t.Errorf("image_pull = %+v, want throughput 100 s", img)
 				}
@@ -117,29 +120,29 @@ func TestPredict(t *testing.T) {
 		},
 		{
 			name: "missing image, no throughput, no size: default size ÷ default rate",
-			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, WeightsLocal: true, Cache: CacheHit},
+			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, WeightsLocal: true, Cache: phases.CacheHit},
 			check: func(t *testing.T, p Prediction) {
 				d := Defaults()
-				if e := phaseOf(t, p, ImagePull); e.Source != SourceDefault || !near(e.Seconds, float64(d.ImageBytes)/d.ImageBytesPerSecond) {
+				if e := phaseOf(t, p, phases.PhaseImagePull); e.Source != SourceDefault || !near(e.Seconds, float64(d.ImageBytes)/d.ImageBytesPerSecond) {
 					t.Errorf("image_pull = %+v, want default", e)
 				}
 			},
 		},
 		{
 			name: "default weight_load scales with the weights' size",
-			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, WeightsBytes: 2 * 15_200_000_000, Cache: CacheHit},
+			sit:  Situation{Model: m7b, Node: "n1", SKU: h100, ImageLocal: true, WeightsLocal: true, WeightsBytes: 2 * 15_200_000_000, Cache: phases.CacheHit},
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, WeightLoad); !near(e.Seconds, 2*Defaults().Hit[WeightLoad]) {
+				if e := phaseOf(t, p, phases.PhaseWeightLoad); !near(e.Seconds, 2*Defaults().Hit[phases.PhaseWeightLoad]) {
 					t.Errorf("weight_load = %+v, want twice the default", e)
 				}
 			},
 		},
 		{
 			name:    "this node's own history wins once it has enough starts",
-			history: []Start{mk("n1", CacheHit, 1, 5, nil), mk("n1", CacheHit, 2, 7, nil), mk("n2", CacheHit, 3, 50, nil), mk("n3", CacheHit, 4, 50, nil)},
+			history: []Start{mk("n1", phases.CacheHit, 1, 5, nil), mk("n1", phases.CacheHit, 2, 7, nil), mk("n2", phases.CacheHit, 3, 50, nil), mk("n3", phases.CacheHit, 4, 50, nil)},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				e := phaseOf(t, p, TorchCompile)
+				e := phaseOf(t, p, phases.PhaseTorchCompile)
 				if e.Scope != ScopeNode || e.N != 2 || !near(e.Seconds, 6) || e.String() != "history n=2 (node)" {
 					t.Errorf("torch_compile = %+v (%s), want node median 6 over 2", e, e)
 				}
@@ -151,33 +154,33 @@ func TestPredict(t *testing.T) {
 		},
 		{
 			name:    "one start on this node: the SKU's history is used",
-			history: []Start{mk("n1", CacheHit, 1, 5, nil), mk("n2", CacheHit, 2, 7, nil), mk("n3", CacheHit, 3, 9, nil)},
+			history: []Start{mk("n1", phases.CacheHit, 1, 5, nil), mk("n2", phases.CacheHit, 2, 7, nil), mk("n3", phases.CacheHit, 3, 9, nil)},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, Imports); e.Scope != ScopeSKU || e.N != 3 || !near(e.Seconds, 7) {
+				if e := phaseOf(t, p, phases.PhaseImports); e.Scope != ScopeSKU || e.N != 3 || !near(e.Seconds, 7) {
 					t.Errorf("imports = %+v, want SKU median 7 over 3", e)
 				}
 			},
 		},
 		{
 			name:    "another cache outcome's history is never used for compile, but is for imports",
-			history: []Start{mk("n1", CacheMiss, 1, 60, nil), mk("n1", CacheMiss, 2, 60, nil)},
+			history: []Start{mk("n1", phases.CacheMiss, 1, 60, nil), mk("n1", phases.CacheMiss, 2, 60, nil)},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, TorchCompile); e.Source != SourceDefault {
+				if e := phaseOf(t, p, phases.PhaseTorchCompile); e.Source != SourceDefault {
 					t.Errorf("torch_compile = %+v, want the hit default, not miss history", e)
 				}
-				if e := phaseOf(t, p, Imports); e.Scope != ScopeSKUAnyCache || !near(e.Seconds, 60) {
+				if e := phaseOf(t, p, phases.PhaseImports); e.Scope != ScopeSKUAnyCache || !near(e.Seconds, 60) {
 					t.Errorf("imports = %+v, want sku-any-cache history", e)
 				}
 			},
 		},
 		{
 			name:    "median resists one outlier",
-			history: []Start{mk("n1", CacheHit, 1, 5, nil), mk("n1", CacheHit, 2, 6, nil), mk("n1", CacheHit, 3, 500, nil)},
+			history: []Start{mk("n1", phases.CacheHit, 1, 5, nil), mk("n1", phases.CacheHit, 2, 6, nil), mk("n1", phases.CacheHit, 3, 500, nil)},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, GraphCapture); !near(e.Seconds, 6) {
+				if e := phaseOf(t, p, phases.PhaseGraphCapture); !near(e.Seconds, 6) {
 					t.Errorf("graph_capture = %+v, want 6", e)
 				}
 			},
@@ -187,16 +190,16 @@ func TestPredict(t *testing.T) {
 			history: func() []Start {
 				var h []Start
 				for d := range 10 {
-					h = append(h, mk("n1", CacheHit, d, 100, nil)) // old
+					h = append(h, mk("n1", phases.CacheHit, d, 100, nil)) // old
 				}
 				for d := range DefaultRecent {
-					h = append(h, mk("n1", CacheHit, 100+d, 4, nil)) // recent
+					h = append(h, mk("n1", phases.CacheHit, 100+d, 4, nil)) // recent
 				}
 				return h
 			}(),
 			sit: warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, ServerUp); e.N != DefaultRecent || !near(e.Seconds, 4) {
+				if e := phaseOf(t, p, phases.PhaseServerUp); e.N != DefaultRecent || !near(e.Seconds, 4) {
 					t.Errorf("server_up = %+v, want the %d recent starts' 4 s", e, DefaultRecent)
 				}
 			},
@@ -204,36 +207,36 @@ func TestPredict(t *testing.T) {
 		{
 			name: "pull history comes only from starts that pulled, and beats throughput",
 			history: []Start{
-				mk("n1", CacheHit, 1, 5, map[string]float64{ImagePull: 80}), mk("n1", CacheHit, 2, 5, nil),
-				mk("n1", CacheHit, 3, 5, map[string]float64{ImagePull: 120}),
+				mk("n1", phases.CacheHit, 1, 5, map[string]float64{phases.PhaseImagePull: 80}), mk("n1", phases.CacheHit, 2, 5, nil),
+				mk("n1", phases.CacheHit, 3, 5, map[string]float64{phases.PhaseImagePull: 120}),
 			},
-			sit: Situation{Model: m7b, Node: "n1", SKU: h100, WeightsLocal: true, ImageBytes: 1e9, Cache: CacheHit},
+			sit: Situation{Model: m7b, Node: "n1", SKU: h100, WeightsLocal: true, ImageBytes: 1e9, Cache: phases.CacheHit},
 			tp:  Throughput{ImageBytesPerSecond: 1e9},
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, ImagePull); e.Source != SourceHistory || e.N != 2 || !near(e.Seconds, 100) {
+				if e := phaseOf(t, p, phases.PhaseImagePull); e.Source != SourceHistory || e.N != 2 || !near(e.Seconds, 100) {
 					t.Errorf("image_pull = %+v, want history median 100 over 2", e)
 				}
 			},
 		},
 		{
 			name:    "other model's starts inform only model-independent phases",
-			history: []Start{func() Start { s := mk("n1", CacheHit, 1, 3, nil); s.Model = "other/model"; return s }()},
+			history: []Start{func() Start { s := mk("n1", phases.CacheHit, 1, 3, nil); s.Model = "other/model"; return s }()},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, EngineStart); e.Scope != ScopeSKUAnyModel || !near(e.Seconds, 3) {
+				if e := phaseOf(t, p, phases.PhaseEngineStart); e.Scope != ScopeSKUAnyModel || !near(e.Seconds, 3) {
 					t.Errorf("engine_start = %+v, want sku-any-model 3", e)
 				}
-				if e := phaseOf(t, p, WeightLoad); e.Source != SourceDefault {
+				if e := phaseOf(t, p, phases.PhaseWeightLoad); e.Source != SourceDefault {
 					t.Errorf("weight_load = %+v, want default", e)
 				}
 			},
 		},
 		{
 			name:    "starts that never became ready are ignored",
-			history: []Start{func() Start { s := mk("n1", CacheHit, 1, 3, nil); s.Total = 0; return s }()},
+			history: []Start{func() Start { s := mk("n1", phases.CacheHit, 1, 3, nil); s.Total = 0; return s }()},
 			sit:     warmHere,
 			check: func(t *testing.T, p Prediction) {
-				if e := phaseOf(t, p, Imports); e.Source != SourceDefault {
+				if e := phaseOf(t, p, phases.PhaseImports); e.Source != SourceDefault {
 					t.Errorf("imports = %+v, want default", e)
 				}
 			},

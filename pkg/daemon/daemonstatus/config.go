@@ -1,6 +1,13 @@
-package daemon
+package daemonstatus
 
-import "warmd.io/warmd/pkg/config"
+import (
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/state"
+)
+
+// ConfigSection is the config section of the node state: the effective config, summarized, published
+// by pkg/daemon at start and on every applied reload.
+var ConfigSection = state.NewKey[ConfigSummary]("config")
 
 // ConfigSummary is the config section of the status: what an operator needs to see what the daemon
 // was told, without repeating the whole file.
