@@ -18,6 +18,7 @@ import (
 	"warmd.io/warmd/pkg/phases/follow/kube"
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
+	"warmd.io/warmd/pkg/prewarm"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/fromstate"
 	"warmd.io/warmd/pkg/state"
@@ -62,6 +63,13 @@ func parts() []daemon.PartFactory {
 				return nil, err
 			}
 			compileCache = p
+			return p, nil
+		},
+		func(d daemon.Deps) (daemon.Part, error) { // page-cache pre-warm of starting vLLM pods' weights
+			p, err := prewarm.New(d, prewarm.Options{})
+			if p == nil || err != nil {
+				return nil, err
+			}
 			return p, nil
 		},
 		newPhasesPart,

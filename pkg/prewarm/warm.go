@@ -90,7 +90,8 @@ func Warm(ctx context.Context, root *fsroot.Root, snap fsroot.Path, budget int64
 }
 
 // readFile reads up to limit bytes of p from its start. POSIX_FADV_SEQUENTIAL doubles the kernel's
-// readahead window for the file, so the disk works ahead of the copies.
+// readahead window for the file, so the disk works ahead of the copies; where the budget ends inside
+// a file, that window (2 x read_ahead_kb) is what may be cached past it.
 func readFile(ctx context.Context, root *fsroot.Root, p fsroot.Path, limit int64, buf []byte, onBytes func(int64)) (int64, error) {
 	fh, err := root.Open(p)
 	if err != nil {

@@ -95,7 +95,13 @@ func resident(t *testing.T, path string) float64 {
 func layout(t *testing.T, sizes map[string]int) (string, map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	md := filepath.Join(dir, "models--org--m")
+	return dir, publish(t, dir, "models--org--m", sizes)
+}
+
+// publish lays out one model dir below the cache root dir and returns its blobs by file name.
+func publish(t *testing.T, dir, modelDir string, sizes map[string]int) map[string]string {
+	t.Helper()
+	md := filepath.Join(dir, modelDir)
 	blobs := map[string]string{}
 	for name, size := range sizes {
 		blobName := "blob-" + strings.ReplaceAll(name, "/", "-")
@@ -110,7 +116,7 @@ func layout(t *testing.T, sizes map[string]int) (string, map[string]string) {
 		}
 		blobs[name] = blob
 	}
-	return dir, blobs
+	return blobs
 }
 
 func open(t *testing.T, dir string) *fsroot.Root {
@@ -157,22 +163,24 @@ func TestWarmLoadsPageCache(t *testing.T) {
 	}
 }
 
-// TestWarmStopsAtBudget: files are read in name order until the budget; later files stay cold.
+// TestWarmStopsAtBudget: files are read in name order until the budget; later files stay cold. The
+// file where the budget ends is resident past it by at most the kernel's readahead (read_ahead_kb,
+// doubled by POSIX_FADV_SEQUENTIAL; 8 MiB on virtio disks), so the files are large against it.
 func TestWarmStopsAtBudget(t *testing.T) {
-	dir, blobs := layout(t, map[string]int{"a.safetensors": 16 * mib, "b.safetensors": 16 * mib, "c.safetensors": 16 * mib})
+	dir, blobs := layout(t, map[string]int{"a.safetensors": 48 * mib, "b.safetensors": 48 * mib, "c.safetensors": 48 * mib})
 	var seen int64
-	res, err := Warm(context.Background(), open(t, dir), snapshot(t), 24*mib, func(n int64) { seen += n })
+	res, err := Warm(context.Background(), open(t, dir), snapshot(t), 64*mib, func(n int64) { seen += n })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Bytes != 24*mib || seen != res.Bytes || !res.BudgetHit || res.Read != 2 || res.Total != 48*mib {
-		t.Fatalf("result %+v (onBytes saw %d), want 24 MiB read from 2 files and the budget hit", res, seen)
+	if res.Bytes != 64*mib || seen != res.Bytes || !res.BudgetHit || res.Read != 2 || res.Total != 144*mib {
+		t.Fatalf("result %+v (onBytes saw %d), want 64 MiB read from 2 files and the budget hit", res, seen)
 	}
 	if r := resident(t, blobs["a.safetensors"]); r < 0.95 {
 		t.Errorf("a is %.0f%% resident, want all", r*100)
 	}
-	if r := resident(t, blobs["b.safetensors"]); r < 0.45 || r > 0.75 {
-		t.Errorf("b is %.0f%% resident, want about half (the budget ends there, plus readahead)", r*100)
+	if r := resident(t, blobs["b.safetensors"]); r < 0.30 || r > 0.70 {
+		t.Errorf("b is %.0f%% resident, want its first third (where the budget ends) plus at most a readahead window", r*100)
 	}
 	if r := resident(t, blobs["c.safetensors"]); r > 0.05 {
 		t.Errorf("c is %.0f%% resident, want none: it is past the budget", r*100)

@@ -22,6 +22,7 @@ const (
 	SectionWeights   = "weights"
 	SectionCache     = "compileCache"
 	SectionPhases    = "phases"
+	SectionPrewarm   = "prewarm"
 	SectionReadiness = "readiness"
 )
 

@@ -29,6 +29,7 @@ var renderers = []struct {
 	{state.SectionReadiness, renderModels},
 	{state.SectionImages, renderImages},
 	{state.SectionCache, renderCache},
+	{state.SectionPrewarm, renderPrewarm},
 	{state.SectionPhases, renderPhases},
 }
 

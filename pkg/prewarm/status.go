@@ -1,0 +1,41 @@
+package prewarm
+
+import "time"
+
+// Outcomes of a pre-warm run, as Status and the warmd_prewarm_runs_total event label name them.
+const (
+	OutcomeRunning   = "running"
+	OutcomeFinished  = "finished"  // every file read, or the budget reached
+	OutcomeCancelled = "cancelled" // the pod went away (or became ready) first
+	OutcomeFailed    = "failed"    // a file could not be listed or read
+	OutcomeSkipped   = "skipped"   // no budget left (memory held by other pre-warms or running pods)
+)
+
+// Status is the prewarm section of /v1/status.
+type Status struct {
+	// MaxBytes and MemAvailablePercent are the configured caps.
+	MaxBytes            int64 `json:"maxBytes"`
+	MemAvailablePercent int   `json:"memAvailablePercent"`
+	// Active are the pre-warms reading now; Recent the last ones that ended, newest first.
+	Active []Run `json:"active,omitempty"`
+	Recent []Run `json:"recent,omitempty"`
+	// Problem is the last trouble watching pods, "" when none.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Run is one pre-warm: which pod's start triggered it, for which model, and how far it got.
+type Run struct {
+	Model    string    `json:"model"`
+	Revision string    `json:"revision"`
+	Pod      string    `json:"pod"` // namespace/name
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitzero"`
+	Budget   int64     `json:"budgetBytes"`
+	Bytes    int64     `json:"bytes"`
+	Total    int64     `json:"totalBytes"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+}
+
+// maxRecent bounds Recent.
+const maxRecent = 10
