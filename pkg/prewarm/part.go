@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -110,9 +111,11 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &metrics.Prewarm{}
+	var m *metrics.Prewarm
 	if deps.Metrics != nil && deps.Metrics.Prewarm != nil {
 		m = deps.Metrics.Prewarm
+	} else { // counted, but exported nowhere
+		m = metrics.New(prometheus.NewRegistry()).Prewarm
 	}
 	return &Part{log: log.With("part", "prewarm"), store: deps.Store, metrics: m, client: opts.Client, root: root,
 		opts: opts, node: cfg.NodeName, cfg: cfg, kick: make(chan struct{}, 1),
@@ -146,9 +149,14 @@ func (p *Part) Run(ctx context.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.node).String()
 	}))
 	inf := f.Core().V1().Pods()
-	kick := func(any) { p.poke() }
+	kick := func(any) { // an event: the watch works (again)
+		p.mu.Lock()
+		p.prob = ""
+		p.mu.Unlock()
+		p.poke()
+	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: kick, UpdateFunc: func(_, o any) { p.poke() }, DeleteFunc: kick,
+		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
 	}); err != nil {
 		return fmt.Errorf("prewarm: watch pods of node %s: %w", p.node, err)
 	}
