@@ -196,23 +196,28 @@ func (p *Part) Run(ctx context.Context) error {
 	}
 }
 
-// starting reports whether pod is bound here, alive, and not yet ready: its vLLM container has not
-// started, or is starting (importing, loading). A ready pod has loaded its weights already.
-func (p *Part) starting(pod *corev1.Pod) bool {
-	if pod.Spec.NodeName != p.node || pod.DeletionTimestamp != nil ||
-		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return false
+// notStarting says why pod no longer needs a pre-warm, "" while it is bound here, alive and not yet
+// ready: its vLLM container has not started, or is starting (importing, loading). A ready pod has
+// loaded its weights already.
+func (p *Part) notStarting(pod *corev1.Pod) string {
+	switch {
+	case pod.Spec.NodeName != p.node:
+		return "the pod is not bound to this node"
+	case pod.DeletionTimestamp != nil:
+		return "the pod is being deleted"
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return "the pod ended"
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return false
+			return "the pod is ready (its weights are loaded)"
 		}
 	}
-	return true
+	return ""
 }
 
 // reconcile starts a pre-warm for each configured model a starting pod serves and cancels the ones
-// whose pods are gone or ready.
+// whose pods are gone, ending or ready.
 func (p *Part) reconcile(ctx context.Context, pods []*corev1.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -223,10 +228,11 @@ func (p *Part) reconcile(ctx context.Context, pods []*corev1.Pod) {
 		}
 	}
 	want := map[string]*corev1.Pod{} // model → a starting pod that serves it and was not pre-warmed for
-	seen := map[types.UID]bool{}
+	seen := map[types.UID]string{}   // every pod here → why it needs no pre-warm ("" while starting)
 	for _, pod := range pods {
-		seen[pod.UID] = true
-		if !p.starting(pod) {
+		why := p.notStarting(pod)
+		seen[pod.UID] = why
+		if why != "" {
 			continue
 		}
 		name := extender.PodModel(pod)
@@ -242,15 +248,18 @@ func (p *Part) reconcile(ctx context.Context, pods []*corev1.Pod) {
 		}
 	}
 	for uid := range p.warmed {
-		if !seen[uid] {
+		if _, ok := seen[uid]; !ok {
 			delete(p.warmed, uid)
 		}
 	}
 	for name, r := range p.runs {
 		if want[name] == nil {
-			why := "the pod is gone"
-			if seen[r.pod] {
-				why = "the pod is ready or stopping"
+			why, ok := seen[r.pod]
+			switch {
+			case !ok:
+				why = "the pod is gone"
+			case why == "":
+				why = "the model is no longer configured"
 			}
 			if p.cfg.Prewarm.Disabled {
 				why = "prewarm was disabled"
