@@ -170,7 +170,7 @@ func layout(snapDir string, shards int, shard int64) ([]string, error) {
 			size = 4096
 		}
 		if fi, err := os.Stat(blob); err != nil || fi.Size() != size {
-			logf("writing %s (%d MiB, O_DIRECT)", blob, size/mib)
+			logf("writing %s (%d bytes, O_DIRECT)", blob, size)
 			if err := writeDirect(blob, size, uint64(i)); err != nil {
 				return nil, err
 			}
