@@ -382,24 +382,3 @@ func (p *Part) stopAll(cause error) {
 		a.cancel(cause)
 	}
 }
-
-// Status returns the part's status section.
-func (p *Part) Status() Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := Status{MaxBytes: p.cfg.Prewarm.MaxBytes.Value(), MemAvailablePercent: p.cfg.Prewarm.MemAvailablePercent,
-		Recent: slices.Clone(p.recent), Problem: p.prob}
-	for _, a := range p.runs {
-		r := a.Run
-		r.Bytes = a.bytes.Load()
-		st.Active = append(st.Active, r)
-	}
-	slices.SortFunc(st.Active, func(a, b Run) int { return a.Started.Compare(b.Started) })
-	return st
-}
-
-func (p *Part) publish() {
-	if p.store != nil {
-		p.store.Publish(state.SectionPrewarm, p.Status())
-	}
-}

@@ -1,6 +1,11 @@
 package prewarm
 
-import "time"
+import (
+	"slices"
+	"time"
+
+	"warmd.io/warmd/pkg/state"
+)
 
 // Outcomes of a pre-warm run, as Status and the warmd_prewarm_runs_total event label name them.
 const (
@@ -39,3 +44,24 @@ type Run struct {
 
 // maxRecent bounds Recent.
 const maxRecent = 10
+
+// Status returns the part's status section.
+func (p *Part) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{MaxBytes: p.cfg.Prewarm.MaxBytes.Value(), MemAvailablePercent: p.cfg.Prewarm.MemAvailablePercent,
+		Recent: slices.Clone(p.recent), Problem: p.prob}
+	for _, a := range p.runs {
+		r := a.Run
+		r.Bytes = a.bytes.Load()
+		st.Active = append(st.Active, r)
+	}
+	slices.SortFunc(st.Active, func(a, b Run) int { return a.Started.Compare(b.Started) })
+	return st
+}
+
+func (p *Part) publish() {
+	if p.store != nil {
+		p.store.Publish(state.SectionPrewarm, p.Status())
+	}
+}
