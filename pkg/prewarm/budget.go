@@ -39,6 +39,8 @@ func MemAvailable(path string) (int64, error) {
 // Budget is the bytes one pre-warm may read: the smaller of maxBytes and percent of memAvailable,
 // less what running pre-warms already hold (they fill the same page cache); never negative.
 func Budget(maxBytes int64, percent int, memAvailable, held int64) int64 {
-	b := min(maxBytes, memAvailable*int64(percent)/100) - held
+	pct := int64(percent)
+	share := memAvailable/100*pct + memAvailable%100*pct/100 // exact, and no overflow near 1<<62
+	b := min(maxBytes, share) - held
 	return max(b, 0)
 }

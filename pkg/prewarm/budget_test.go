@@ -45,6 +45,7 @@ func TestBudget(t *testing.T) {
 		{"memory wins", 64 << 30, 50, 20 << 30, 0, 10 << 30},
 		{"running pre-warms count", 64 << 30, 50, 20 << 30, 4 << 30, 6 << 30},
 		{"nothing left", 64 << 30, 50, 20 << 30, 12 << 30, 0},
+		{"memory unknown (huge)", 64 << 30, 90, 1 << 62, 0, 64 << 30},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Budget(tc.max, tc.pct, tc.avail, tc.held); got != tc.want {
