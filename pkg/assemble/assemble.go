@@ -1,9 +1,9 @@
 // Package assemble builds the parts `warmd run` runs, in one place and in data-flow order: the API
-// client once → the Node watcher → gpu → images, weights → compile cache → phases → readiness. Every
-// part is built the same way, New(Deps, Options); what they share travels in daemon.Deps (config,
-// logger, store, metrics, API client, Node view), and what one part learns reaches the next through
-// the state store, never through a variable filled later. Read this file top to bottom to see what
-// feeds what.
+// client once → the Node watcher → gpu → images, weights → compile cache → page-cache pre-warm →
+// phases → readiness. Every part is built the same way, New(Deps, Options); what they share travels
+// in daemon.Deps (config, logger, store, metrics, API client, Node view), and what one part learns
+// reaches the next through the state store, never through a variable filled later. Read this file top
+// to bottom to see what feeds what.
 //
 // It owns the wiring only: what each part does is its package's, the lifecycle is pkg/daemon's.
 package assemble
@@ -22,6 +22,7 @@ import (
 	"warmd.io/warmd/pkg/phases/follow/kube"
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
+	"warmd.io/warmd/pkg/prewarm"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/fromstate"
 )
@@ -64,7 +65,14 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		return daemon.Assembly{}, err
 	}
 
-	// 5. Startup phases from pod logs; with an API server also each container's image and pull.
+	// 5. Page-cache pre-warm: a vLLM pod bound here gets its model's published weights read into
+	// memory while its container starts (nil without an API server or with prewarm.disabled).
+	pw, err := prewarm.New(d, prewarm.Options{})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 6. Startup phases from pod logs; with an API server also each container's image and pull.
 	po := follow.PartOptions{SKU: sku, Models: models}
 	if d.Kube != nil {
 		po.Container = (&kube.Source{Client: d.Kube}).Lookup
@@ -74,7 +82,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		return daemon.Assembly{}, err
 	}
 
-	// 6. Readiness: every section above → warm state → the Node's labels, condition and predictions.
+	// 7. Readiness: every section above → warm state → the Node's labels, condition and predictions.
 	rd, err := readiness.New(d, readiness.Options{Input: fromstate.Input})
 	if err != nil {
 		return daemon.Assembly{}, err
@@ -83,6 +91,9 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	parts := []daemon.Part{d.Node, gpu, img, wts}
 	if cc != nil { // nil with compileCache.disabled
 		parts = append(parts, cc)
+	}
+	if pw != nil {
+		parts = append(parts, pw)
 	}
 	parts = append(parts, ph, rd)
 	return daemon.Assembly{Parts: parts, Shared: []daemon.Reconfigurable{models}}, nil

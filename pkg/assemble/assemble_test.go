@@ -85,6 +85,14 @@ current-context: x
 	if err != nil {
 		t.Fatal(err)
 	}
+	var names []string
+	for _, p := range asm.Parts {
+		names = append(names, p.Name())
+	}
+	// With an API server the page-cache pre-warm runs too, between the caches and the phases.
+	if got, want := strings.Join(names, " "), "node gpu images weights cache prewarm phases readiness"; got != want {
+		t.Errorf("parts %q, want %q", got, want)
+	}
 	node, last := asm.Parts[0], asm.Parts[len(asm.Parts)-1]
 	if node.Name() != "node" || node.Ready() == nil {
 		t.Errorf("first part %s ready=%v, want the node watcher, not ready before reading the Node", node.Name(), node.Ready())

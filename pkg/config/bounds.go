@@ -52,6 +52,8 @@ var (
 			"each in-flight ranged GET holds a buffer and a connection; beyond 256 only memory and S3 throttling grow"},
 		"phases.keep": {"phases.keep", "Phases.Keep", 1, 10000,
 			"start records are kept in memory and in the state file"},
+		"prewarm.memAvailablePercent": {"prewarm.memAvailablePercent", "Prewarm.MemAvailablePercent", 1, 90,
+			"a share of the memory free at the start; above 90% a pre-warm evicts what running pods need"},
 		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
 			"the GPUs one vLLM instance spans"},
 	}
@@ -74,6 +76,8 @@ var (
 			"bytes per second; under 1Mi a model never finishes (did you forget the unit, e.g. 2Gi?)"},
 		"weights.chunkSize": {"weights.chunkSize", "Weights.ChunkSize", false, "1Mi", "1Gi",
 			"one ranged GET; smaller chunks cost a request each, larger ones hold memory and retry slowly"},
+		"prewarm.maxBytes": {"prewarm.maxBytes", "Prewarm.MaxBytes", false, "1Mi", "1Ei",
+			"bytes read into the page cache per pre-warm; under 1Mi nothing is warmed (did you forget the unit, e.g. 64Gi?)"},
 		"compileCache.budget": {"compileCache.budget", "CompileCache.Budget", true, "1Mi", "1Ei",
 			"a budget under 1Mi evicts every cache (did you forget the unit, e.g. 50Gi?)"},
 	}

@@ -49,10 +49,11 @@ func problemAt(t *testing.T, c *NodeConfig, path string) *FieldError {
 
 func TestIntBounds(t *testing.T) {
 	set := map[string]func(*NodeConfig, int){
-		"imagePull.concurrency": func(c *NodeConfig, v int) { c.ImagePull.Concurrency = v },
-		"weights.concurrency":   func(c *NodeConfig, v int) { c.Weights.Concurrency = v },
-		"phases.keep":           func(c *NodeConfig, v int) { c.Phases.Keep = v },
-		"tensorParallelSize":    func(c *NodeConfig, v int) { c.Models[0].TensorParallelSize = v },
+		"imagePull.concurrency":       func(c *NodeConfig, v int) { c.ImagePull.Concurrency = v },
+		"weights.concurrency":         func(c *NodeConfig, v int) { c.Weights.Concurrency = v },
+		"phases.keep":                 func(c *NodeConfig, v int) { c.Phases.Keep = v },
+		"prewarm.memAvailablePercent": func(c *NodeConfig, v int) { c.Prewarm.MemAvailablePercent = v },
+		"tensorParallelSize":          func(c *NodeConfig, v int) { c.Models[0].TensorParallelSize = v },
 	}
 	at := map[string]string{"tensorParallelSize": "models[0].tensorParallelSize"}
 	for key, b := range intBounds {
@@ -127,6 +128,7 @@ func TestQuantityBounds(t *testing.T) {
 		"weights.bandwidthLimit": func(c *NodeConfig, v resource.Quantity) { c.Weights.BandwidthLimit = v },
 		"weights.chunkSize":      func(c *NodeConfig, v resource.Quantity) { c.Weights.ChunkSize = v },
 		"compileCache.budget":    func(c *NodeConfig, v resource.Quantity) { c.CompileCache.Budget = v },
+		"prewarm.maxBytes":       func(c *NodeConfig, v resource.Quantity) { c.Prewarm.MaxBytes = v },
 	}
 	for key, b := range qtyBounds {
 		cases := []struct {

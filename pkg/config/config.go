@@ -48,6 +48,7 @@ type NodeConfig struct {
 	ImagePull    ImagePull    `json:"imagePull,omitempty"`
 	Weights      Weights      `json:"weights,omitempty"`
 	CompileCache CompileCache `json:"compileCache,omitempty"`
+	Prewarm      Prewarm      `json:"prewarm,omitempty"`
 	Phases       Phases       `json:"phases,omitempty"`
 	Readiness    Readiness    `json:"readiness,omitempty"`
 	GPU          GPU          `json:"gpu,omitempty"`

@@ -57,6 +57,10 @@ func (c *NodeConfig) Default() {
 	setDur(&c.Weights.InUseWindow, 10*time.Minute)
 	setDur(&c.CompileCache.QuietPeriod, 60*time.Second)
 	setDur(&c.CompileCache.RestoreInterval, 10*time.Minute)
+	if c.Prewarm.MaxBytes.IsZero() {
+		c.Prewarm.MaxBytes = resource.MustParse("64Gi")
+	}
+	setInt(&c.Prewarm.MemAvailablePercent, 50)
 	setStr(&c.Phases.PodLogDir, DefaultPodLogDir)
 	setInt(&c.Phases.Keep, 200)
 	setDur(&c.Readiness.Resync, 5*time.Minute)

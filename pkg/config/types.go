@@ -124,6 +124,21 @@ type CompileCache struct {
 	Budget resource.Quantity `json:"budget,omitempty"`
 }
 
+// Prewarm configures reading a model's published weights into the page cache while a vLLM pod for it
+// starts on this node (its container starts and Python imports for tens of seconds), so the loader
+// then reads memory instead of disk. warmd publishes weights with O_DIRECT, so without this the page
+// cache holds none of them. It needs the API server (to see pods bound to this node): with
+// readiness.disabled it is off.
+type Prewarm struct {
+	// Disabled turns pre-warming off.
+	Disabled bool `json:"disabled,omitempty"`
+	// MaxBytes caps the bytes one pre-warm reads. Default 64Gi. Range: 1Mi..1Ei.
+	MaxBytes resource.Quantity `json:"maxBytes,omitempty"`
+	// MemAvailablePercent caps one pre-warm at this share of MemAvailable (/proc/meminfo) when it
+	// starts; the smaller of the two caps wins. Default 50. Range: 1..90.
+	MemAvailablePercent int `json:"memAvailablePercent,omitempty"`
+}
+
 // Phases configures startup measurement of vLLM pods.
 type Phases struct {
 	// PodLogDir is the kubelet's pod log dir. Default /var/log/pods. Absolute.

@@ -152,6 +152,8 @@ func (c *NodeConfig) Validate() error {
 	p.durIn("compileCache.quietPeriod", c.CompileCache.QuietPeriod.Duration)
 	p.durIn("compileCache.restoreInterval", c.CompileCache.RestoreInterval.Duration)
 	p.qtyIn("compileCache.budget", c.CompileCache.Budget)
+	p.qtyIn("prewarm.maxBytes", c.Prewarm.MaxBytes)
+	p.intIn("prewarm.memAvailablePercent", c.Prewarm.MemAvailablePercent, "")
 	p.absDir("phases.podLogDir", c.Phases.PodLogDir, "use the kubelet's pod log dir, "+DefaultPodLogDir)
 	p.intIn("phases.keep", c.Phases.Keep, "")
 	if c.Readiness.Kubeconfig != "" {

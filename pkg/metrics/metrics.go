@@ -18,6 +18,7 @@ type Metrics struct {
 	Images    *Images
 	Weights   *Weights
 	Cache     *Cache
+	Prewarm   *Prewarm
 	Phases    *Phases
 	Readiness *Readiness
 }
@@ -30,6 +31,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Images:    newImages(reg),
 		Weights:   newWeights(reg),
 		Cache:     newCache(reg),
+		Prewarm:   newPrewarm(reg),
 		Phases:    newPhases(reg),
 		Readiness: newReadiness(reg),
 	}

@@ -16,6 +16,7 @@ import (
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prewarm"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -31,6 +32,7 @@ var renderers = []struct {
 	{readiness.Section.Name(), renderModels},
 	{prefetch.ImagesSection.Name(), renderImages},
 	{cache.Section.Name(), renderCache},
+	{prewarm.Section.Name(), renderPrewarm},
 	{phases.Section.Name(), renderPhases},
 }
 

@@ -1,0 +1,194 @@
+package prewarm
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/state"
+)
+
+// TestPartFollowsPodsOfThisNode runs the part against a real API server: a vLLM pod bound to this
+// node starts a pre-warm of its model, deleting the pod cancels it, a second pod's model is read
+// whole into the page cache (mincore), and pods of other nodes or of unmanaged models start nothing.
+func TestPartFollowsPodsOfThisNode(t *testing.T) {
+	env := kubeenv.Start(t)
+	const node = "prewarm-node"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, n := range []string{node, "elsewhere"} {
+		if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := t.TempDir()
+	weights := filepath.Join(dataDir, "weights")
+	publish(t, weights, "models--org--big", map[string]int{"model-00001-of-00002.safetensors": 16 * mib, "model-00002-of-00002.safetensors": 16 * mib})
+	small := publish(t, weights, "models--org--small", map[string]int{"model.safetensors": 8 * mib, "config.json": 4096})
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
+		Models: []config.Model{{Name: "org/big", Source: "s3://m/big/"}, {Name: "org/small", Source: "s3://m/small/"}}}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The big model's first chunk waits until the test has deleted its pod, so the run is still
+	// reading when the pod goes away.
+	bigStarted, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	onBytes := func(model string, _ int64) {
+		if model == "org/big" {
+			once.Do(func() { close(bigStarted) })
+			<-release
+		}
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	store := state.New(nil)
+	p, err := New(daemon.Deps{Config: cfg, Store: store, Metrics: m}, Options{Client: env.Client, Resync: 100 * time.Millisecond, OnBytes: onBytes})
+	if err != nil || p == nil {
+		t.Fatalf("New: %v, %v", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	createPod(t, env.Client, "vllm-big", node, nil, []string{"vllm", "serve", "org/big", "--tensor-parallel-size", "1"})
+	select {
+	case <-bigStarted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no pre-warm started for a vLLM pod bound to this node")
+	}
+	st := p.Status()
+	if len(st.Active) != 1 || st.Active[0].Model != "org/big" || st.Active[0].Pod != "default/vllm-big" || st.Active[0].Budget <= 0 {
+		t.Fatalf("status while pre-warming: %+v", st)
+	}
+	if v := testutil.ToFloat64(m.Prewarm.Runs.WithLabelValues("started")); v != 1 {
+		t.Fatalf("started runs %v, want 1", v)
+	}
+
+	zero := int64(0)
+	if err := env.Client.CoreV1().Pods("default").Delete(ctx, "vllm-big", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run's cancellation", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		a := p.runs["org/big"]
+		return a == nil || a.ctx.Err() != nil
+	})
+	close(release)
+	var big Run
+	waitFor(t, "the cancelled run in the status", func() bool {
+		for _, r := range p.Status().Recent {
+			if r.Model == "org/big" {
+				big = r
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("big model's run: %+v", big)
+	if big.Outcome != OutcomeCancelled || big.Bytes >= big.Total || (big.Reason != "the pod is gone" && big.Reason != "the pod is being deleted") {
+		t.Fatalf("run after its pod was deleted: %+v, want cancelled part way", big)
+	}
+	if v := testutil.ToFloat64(m.Prewarm.Runs.WithLabelValues("cancelled")); v != 1 {
+		t.Fatalf("cancelled runs %v, want 1", v)
+	}
+
+	// Neither a pod bound to another node nor one of a model warmd does not manage starts anything.
+	createPod(t, env.Client, "vllm-elsewhere", "elsewhere", nil, []string{"vllm", "serve", "org/small"})
+	createPod(t, env.Client, "vllm-other", node, map[string]string{"warmd.io/model": "other/model"}, nil)
+	for _, b := range small {
+		drop(t, b)
+	}
+	createPod(t, env.Client, "vllm-small", node, map[string]string{"warmd.io/model": "org/small"}, nil)
+	var sm Run
+	waitFor(t, "the small model's pre-warm to finish", func() bool {
+		for _, r := range p.Status().Recent {
+			if r.Model == "org/small" {
+				sm = r
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("small model's run: %+v", sm)
+	if sm.Outcome != OutcomeFinished || sm.Pod != "default/vllm-small" || sm.Bytes != 8*mib+4096 || sm.Total != sm.Bytes {
+		t.Fatalf("small model's run: %+v, want finished with every byte", sm)
+	}
+	for name, b := range small {
+		if r := resident(t, b); r < 0.95 {
+			t.Errorf("%s is %.0f%% resident after the part's pre-warm", name, r*100)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // several resyncs: the finished pod is not pre-warmed again
+	st = p.Status()
+	if len(st.Active) != 0 || len(st.Recent) != 2 {
+		t.Fatalf("status %+v: want exactly the two runs above", st)
+	}
+	if v := testutil.ToFloat64(m.Prewarm.Bytes); v < 8*mib+4096 {
+		t.Errorf("warmd_prewarm_bytes_total %v, want at least the small model", v)
+	}
+	if pub, _ := Section.Get(store); len(pub.Recent) == 0 {
+		t.Errorf("no prewarm section published: %+v", pub)
+	}
+}
+
+func createPod(t *testing.T, cs kubernetes.Interface, name, node string, ann map[string]string, args []string) {
+	t.Helper()
+	_, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{
+			{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0", Args: args}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", name, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestNewOff(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*config.NodeConfig)
+	}{
+		{"prewarm disabled", func(c *config.NodeConfig) { c.Prewarm.Disabled = true }},
+		{"no API server", func(c *config.NodeConfig) { c.Readiness.Disabled = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.NodeConfig{NodeName: "n", DataDir: t.TempDir()}
+			cfg.Default()
+			tc.set(cfg)
+			if p, err := New(daemon.Deps{Config: cfg}, Options{}); p != nil || err != nil {
+				t.Fatalf("New = %v, %v; want no part", p, err)
+			}
+		})
+	}
+}
