@@ -8,7 +8,7 @@ start=$(date +%s)
 mapfile -t pkgs < <(go list ./... | grep -vx 'warmd.io/warmd/test/cluster')
 scripts/with-testenv.sh go test -race -timeout 40m -count=1 "${pkgs[@]}"
 echo "make test: packages $(( $(date +%s) - start ))s"
-# Until `make image` and charts/warmd are on main, only the cluster itself (TestNodeRunsPods); then all
-# of test/cluster (TestWarmdOnARealNode installs the chart with the image).
-scripts/cluster/e2e.sh --node-only -race
+# All of test/cluster: the cluster itself (TestNodeRunsPods), then warmd installed from the chart with
+# the image `make image` builds and pushes to the node's registry (TestWarmdOnARealNode).
+scripts/cluster/e2e.sh -race
 echo "make test: $(( $(date +%s) - start ))s"
