@@ -58,10 +58,10 @@ func TestCompare(t *testing.T) {
 		{name: "second cached start matches", want: base(),
 			cached: []Inputs{with(func(i *Inputs) { i.DType = "float16" }), base()}, outcome: Hit},
 		{name: "closest start names the differences", want: base(),
-			cached: []Inputs{with(func(i *Inputs) { i.DType, i.TP, i.Model = "float16", 1, "x" }), with(func(i *Inputs) { i.MaxModelLen = "4096" })},
+			cached:  []Inputs{with(func(i *Inputs) { i.DType, i.TP, i.Model = "float16", 1, "x" }), with(func(i *Inputs) { i.MaxModelLen = "4096" })},
 			outcome: Miss, differs: []string{InMaxModelLen}},
 		{name: "one cached start differs, another is unknown", want: base(),
-			cached: []Inputs{with(func(i *Inputs) { i.TP = 1 }), with(func(i *Inputs) { i.EnvKnown = false })},
+			cached:  []Inputs{with(func(i *Inputs) { i.TP = 1 }), with(func(i *Inputs) { i.EnvKnown = false })},
 			outcome: Unknown, unknown: []string{InEnv}},
 	}
 	for _, c := range cases {
