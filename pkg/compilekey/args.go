@@ -220,3 +220,18 @@ func shellWords(s string) []string {
 	}
 	return out
 }
+
+// FromLog builds a recorded start's inputs from what its log printed (the vLLM version, the args
+// line, the compile-cache hash) and what the node knew (image reference and digest, GPU SKU). The env
+// stays unknown: a log does not print it. ok is false without a readable args line.
+func FromLog(version, argsLine, image, imageDigest, gpu, cacheHash string) (Inputs, bool) {
+	in, ok := FromLogArgs(argsLine)
+	if !ok {
+		return Inputs{}, false
+	}
+	in.VLLMVersion, in.Image, in.ImageDigest, in.GPU, in.CacheHash = version, image, imageDigest, gpu, cacheHash
+	if in.ImageDigest == "" {
+		in.ImageDigest = digestOf(image)
+	}
+	return in, true
+}
