@@ -34,6 +34,7 @@ import (
 	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -189,19 +190,23 @@ func (p *Part) Run(ctx context.Context) error {
 			continue
 		}
 		var recs []phases.Record
+		var images prefetch.ImagesStatus
 		if p.store != nil {
-			st, _ := phases.Section.Get(p.store)
+			snap := p.store.Snapshot()
+			st, _ := phases.Section.From(snap)
 			recs = st.Records
+			images, _ = prefetch.ImagesSection.From(snap)
 		}
-		if p.reconcile(pods, recs) {
+		if p.reconcile(pods, recs, images) {
 			p.publish()
 		}
 	}
 }
 
 // reconcile learns the inputs of new records, resolves the checks they answer, and checks the vLLM
-// pods bound here that have not started. It reports whether anything changed.
-func (p *Part) reconcile(pods []*corev1.Pod, recs []phases.Record) bool {
+// pods bound here that have not started (images: what warmd pulled, to know a tag's digest). It
+// reports whether anything changed.
+func (p *Part) reconcile(pods []*corev1.Pod, recs []phases.Record, images prefetch.ImagesStatus) bool {
 	byUID := map[string]*corev1.Pod{}
 	for _, pod := range pods {
 		byUID[string(pod.UID)] = pod
@@ -210,7 +215,7 @@ func (p *Part) reconcile(pods []*corev1.Pod, recs []phases.Record) bool {
 	defer p.mu.Unlock()
 	changed := p.learn(recs, byUID)
 	for _, pod := range pods {
-		if p.check(pod) {
+		if p.check(pod, images) {
 			changed = true
 		}
 	}
@@ -266,7 +271,7 @@ func recordInputs(rec phases.Record, pod *corev1.Pod) (compilekey.Inputs, bool) 
 }
 
 // check predicts for one pod whose vLLM container has not started, once per pod (p.mu held).
-func (p *Part) check(pod *corev1.Pod) bool {
+func (p *Part) check(pod *corev1.Pod, images prefetch.ImagesStatus) bool {
 	uid := string(pod.UID)
 	if _, done := p.pending[uid]; done || pod.DeletionTimestamp != nil || pod.Spec.NodeName != p.node {
 		if c := p.pending[uid]; c != nil && !c.Started && started(pod, c.Container) {
@@ -282,6 +287,13 @@ func (p *Part) check(pod *corev1.Pod) bool {
 	}
 	want, _ := compilekey.FromPod(pod, ctr)
 	want.GPU = p.opts.SKU()
+	if want.ImageDigest == "" {
+		// A tag: the digest warmd pulled and pinned for it is what the kubelet finds on the node,
+		// unless the tag moved and a newer digest is being pulled (then it is not known).
+		if im, ok := images.ForRef(want.Image); ok && im.Warm() && im.Pending == "" {
+			want.ImageDigest = im.Digest
+		}
+	}
 	cached, _ := p.table.cached()
 	v := compilekey.Compare(want, cached)
 	c := &Check{Pod: pod.Namespace + "/" + pod.Name, PodUID: uid, Container: ctr, Model: extender.PodModel(pod),
