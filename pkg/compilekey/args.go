@@ -101,10 +101,14 @@ func FromArgs(argv []string) (Inputs, bool) {
 		return Inputs{}, false
 	}
 	var in Inputs
+	configFile := false
 	for i := start; i < len(words); i++ {
 		w := words[i]
 		if w == "&&" || w == ";" || w == "|" {
 			break
+		}
+		if w == "--config" || strings.HasPrefix(w, "--config=") {
+			configFile = true // args from a YAML file: what the command line leaves unset is not known
 		}
 		if !strings.HasPrefix(w, "-") {
 			if i == start && words[start-1] == "serve" {
@@ -129,7 +133,9 @@ func FromArgs(argv []string) (Inputs, bool) {
 	if in.Model == "" {
 		return Inputs{}, false
 	}
-	in.defaults()
+	if !configFile {
+		in.defaults()
+	}
 	return in, true
 }
 

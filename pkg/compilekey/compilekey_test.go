@@ -101,6 +101,7 @@ func TestFromArgs(t *testing.T) {
 		{argv: []string{"/bin/sh", "-c", "pip list && vllm serve m --compilation-config '{\"level\": 3}' --dtype auto"},
 			want: Inputs{Model: "m", TP: 1, PP: 1, DP: 1, CompilationConfig: `{"level":3}`, Revision: Default, DType: Default, Quantization: Default, MaxModelLen: Default},
 			ok:   true},
+		{argv: []string{"vllm", "serve", "m", "--config", "/etc/vllm.yaml", "-tp", "2"}, want: Inputs{Model: "m", TP: 2}, ok: true},
 		{argv: []string{"python", "server.py"}},
 		{argv: []string{"vllm", "serve", "m", "-tp", "x"}, want: Inputs{Model: "m", TP: 1, PP: 1, DP: 1, Revision: Default, DType: Default, Quantization: Default, MaxModelLen: Default, CompilationConfig: Default}, ok: true},
 	}
