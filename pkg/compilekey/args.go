@@ -120,6 +120,16 @@ func FromArgs(argv []string) (Inputs, bool) {
 		if strings.HasPrefix(w, "-O") && !strings.HasPrefix(w, "--") && len(w) > 2 && !hasVal {
 			flag, val, hasVal = "-O", w[2:], true // -O3, -O{"level":3}
 		}
+		if strings.HasPrefix(flag, "-O.") || strings.HasPrefix(flag, "--compilation-config.") {
+			// a dotted sub-key (-O.level=3): kept whole, so two spellings differ rather than match
+			sub := strings.TrimPrefix(strings.TrimPrefix(w, "--compilation-config"), "-O")
+			if !hasVal && i+1 < len(words) {
+				i++
+				sub += "=" + words[i]
+			}
+			in.CompilationConfig += sub + ";"
+			continue
+		}
 		dest, ok := flagDest[flag]
 		if !ok {
 			continue

@@ -102,6 +102,8 @@ func TestFromArgs(t *testing.T) {
 			want: Inputs{Model: "m", TP: 1, PP: 1, DP: 1, CompilationConfig: `{"level":3}`, Revision: Default, DType: Default, Quantization: Default, MaxModelLen: Default},
 			ok:   true},
 		{argv: []string{"vllm", "serve", "m", "--config", "/etc/vllm.yaml", "-tp", "2"}, want: Inputs{Model: "m", TP: 2}, ok: true},
+		{argv: []string{"vllm", "serve", "m", "-O.level=3", "--compilation-config.cudagraph_mode", "FULL"},
+			want: Inputs{Model: "m", TP: 1, PP: 1, DP: 1, CompilationConfig: ".level=3;.cudagraph_mode=FULL;", Revision: Default, DType: Default, Quantization: Default, MaxModelLen: Default}, ok: true},
 		{argv: []string{"python", "server.py"}},
 		{argv: []string{"vllm", "serve", "m", "-tp", "x"}, want: Inputs{Model: "m", TP: 1, PP: 1, DP: 1, Revision: Default, DType: Default, Quantization: Default, MaxModelLen: Default, CompilationConfig: Default}, ok: true},
 	}
