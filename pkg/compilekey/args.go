@@ -12,6 +12,17 @@ var argKeys = map[string]string{
 	"tensor_parallel_size": InTP, "pipeline_parallel_size": InPP, "data_parallel_size": InDP,
 }
 
+// extraKeys are other args that enter the key through the cache, scheduler, speculative or LoRA
+// config (dest names). They are compared by name: Inputs.Extra.
+var extraKeys = map[string]bool{
+	"kv_cache_dtype": true, "block_size": true, "max_num_seqs": true, "max_num_batched_tokens": true,
+	"speculative_config": true, "enable_lora": true, "max_lora_rank": true, "hf_overrides": true, "trust_remote_code": true,
+	"enforce_eager": true, "cuda_graph_sizes": true,
+}
+
+// boolFlags take no value on the command line.
+var boolFlags = map[string]bool{"enable_lora": true, "trust_remote_code": true, "enforce_eager": true}
+
 // flagDest maps CLI flags (long and short) to their dest names.
 var flagDest = map[string]string{
 	"--model": "model", "--revision": "revision", "--dtype": "dtype", "--quantization": "quantization", "-q": "quantization",
@@ -23,13 +34,26 @@ var flagDest = map[string]string{
 
 // set fills the input named by dest from a value (quotes and torch. prefixes dropped; None is unset).
 func (in *Inputs) set(dest, val string) {
-	name, ok := argKeys[dest]
-	if !ok {
-		return
-	}
 	val = strings.Trim(strings.TrimSpace(val), `'"`)
 	if val == "None" || val == "" {
 		val = Default
+	}
+	if extraKeys[dest] {
+		if in.Extra == nil {
+			in.Extra = map[string]string{}
+		}
+		if val == "False" || val == "false" {
+			val = Default // a store_true flag left unset, as a Namespace prints it
+		}
+		if val == "true" {
+			val = "True"
+		}
+		in.Extra[dest] = strings.ReplaceAll(strings.Join(strings.Fields(val), ""), "'", `"`)
+		return
+	}
+	name, ok := argKeys[dest]
+	if !ok {
+		return
 	}
 	switch name {
 	case InModel:
@@ -69,6 +93,12 @@ func (in *Inputs) defaults() {
 	for _, p := range []*string{&in.Revision, &in.DType, &in.Quantization, &in.MaxModelLen, &in.CompilationConfig} {
 		if *p == "" {
 			*p = Default
+		}
+	}
+	in.ExtraKnown = true
+	for k, v := range in.Extra {
+		if v == Default {
+			delete(in.Extra, k)
 		}
 	}
 	if in.DType == "auto" {
@@ -132,7 +162,14 @@ func FromArgs(argv []string) (Inputs, bool) {
 		}
 		dest, ok := flagDest[flag]
 		if !ok {
-			continue
+			dest = strings.ReplaceAll(strings.TrimPrefix(flag, "--"), "-", "_")
+			if !extraKeys[dest] || !strings.HasPrefix(flag, "--") {
+				continue
+			}
+			if boolFlags[dest] && !hasVal {
+				in.set(dest, "True")
+				continue
+			}
 		}
 		if !hasVal && i+1 < len(words) {
 			i++

@@ -49,13 +49,19 @@ type Inputs struct {
 	// Env maps each VLLM_*/TORCH* variable of the pod spec to a fingerprint of its value (never the
 	// value: env values can be secrets). EnvKnown says Env is complete (a pod spec without envFrom);
 	// without it the env is unknown.
-	Env      map[string]string `json:"env,omitempty"`
-	EnvKnown bool              `json:"envKnown,omitempty"`
+	// Extra holds the other keyed args that were set (kv_cache_dtype, max_num_seqs, speculative_config,
+	// enable_lora, …; names as vLLM's args dests), ExtraKnown that the args were complete (a command
+	// line without --config, a logged args line), so an arg absent from Extra is vLLM's default.
+	Extra      map[string]string `json:"extra,omitempty"`
+	ExtraKnown bool              `json:"extraKnown,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	EnvKnown   bool              `json:"envKnown,omitempty"`
 	// CacheHash is the <hash10> the start's log printed (recorded starts only).
 	CacheHash string `json:"cacheHash,omitempty"`
 }
 
-// Input names, as Verdict.Differs and Verdict.Unknown spell them (an env variable is "env:NAME").
+// Input names, as Verdict.Differs and Verdict.Unknown spell them (an env variable is "env:NAME", another
+// keyed arg "arg:dest").
 const (
 	InImage             = "image"
 	InVLLMVersion       = "vllmVersion"
@@ -70,6 +76,7 @@ const (
 	InPP                = "pipelineParallelSize"
 	InDP                = "dataParallelSize"
 	InEnv               = "env"
+	InArgs              = "arg" // another keyed arg: "arg:kv_cache_dtype"
 )
 
 // Outcome is the prediction for one start.
@@ -185,23 +192,37 @@ func diff(a, b Inputs) (differs, unknown []string) {
 	cmp(InTP, size(a.TP), size(b.TP))
 	cmp(InPP, size(a.PP), size(b.PP))
 	cmp(InDP, size(a.DP), size(b.DP))
+	if !a.ExtraKnown || !b.ExtraKnown {
+		unknown = append(unknown, InArgs)
+	} else {
+		for _, n := range unionKeys(a.Extra, b.Extra) {
+			if a.Extra[n] != b.Extra[n] {
+				differs = append(differs, InArgs+":"+n)
+			}
+		}
+	}
 	if !a.EnvKnown || !b.EnvKnown {
 		unknown = append(unknown, InEnv)
 	} else {
-		names := slices.Sorted(maps.Keys(a.Env))
-		for n := range b.Env {
-			if _, ok := a.Env[n]; !ok {
-				names = append(names, n)
-			}
-		}
-		slices.Sort(names)
-		for _, n := range names {
+		for _, n := range unionKeys(a.Env, b.Env) {
 			if a.Env[n] != b.Env[n] {
 				differs = append(differs, InEnv+":"+n)
 			}
 		}
 	}
 	return differs, unknown
+}
+
+// unionKeys returns the keys of a and b, sorted.
+func unionKeys(a, b map[string]string) []string {
+	names := slices.Sorted(maps.Keys(a))
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // KeyedEnv says whether an env variable can enter the compile-cache key: VLLM_* and TORCH*, less

@@ -13,7 +13,7 @@ func base() Inputs {
 	return Inputs{
 		ImageDigest: "sha256:aaaa", Image: "vllm/vllm-openai:v0.11.0", VLLMVersion: "0.11.0", GPU: "NVIDIA-H100-80GB-HBM3",
 		Model: "Qwen/Qwen3-8B", Revision: Default, DType: Default, Quantization: Default, MaxModelLen: "8192",
-		CompilationConfig: Default, TP: 2, PP: 1, DP: 1,
+		CompilationConfig: Default, TP: 2, PP: 1, DP: 1, ExtraKnown: true,
 		Env: map[string]string{"VLLM_ATTENTION_BACKEND": Fingerprint("FLASHINFER")}, EnvKnown: true,
 	}
 }
@@ -43,6 +43,10 @@ func TestCompare(t *testing.T) {
 			cached: []Inputs{base()}, outcome: Miss, differs: []string{"env:VLLM_ATTENTION_BACKEND"}},
 		{name: "env var only on one side", want: with(func(i *Inputs) { i.Env["TORCHINDUCTOR_MAX_AUTOTUNE"] = Fingerprint("1") }),
 			cached: []Inputs{base()}, outcome: Miss, differs: []string{"env:TORCHINDUCTOR_MAX_AUTOTUNE"}},
+		{name: "another keyed arg differs", want: with(func(i *Inputs) { i.Extra = map[string]string{"kv_cache_dtype": "fp8"} }),
+			cached: []Inputs{base()}, outcome: Miss, differs: []string{"arg:kv_cache_dtype"}},
+		{name: "args from a config file: unknown", want: with(func(i *Inputs) { i.ExtraKnown = false }),
+			cached: []Inputs{base()}, outcome: Unknown, unknown: []string{InArgs}},
 		{name: "image digest differs, version unknown", want: with(func(i *Inputs) { i.ImageDigest, i.VLLMVersion = "sha256:bbbb", "" }),
 			cached: []Inputs{base()}, outcome: Miss, differs: []string{InImage}},
 		{name: "image name differs without digests", want: with(func(i *Inputs) { i.ImageDigest, i.Image = "", "vllm/vllm-openai:v0.12.0" }),
@@ -129,6 +133,23 @@ func TestFromLogArgs(t *testing.T) {
 	}
 	if _, ok := FromLogArgs("non-default args: {'port': 8000}"); ok {
 		t.Fatal("no model: want not ok")
+	}
+}
+
+func TestExtraArgs(t *testing.T) {
+	pod, _ := FromArgs([]string{"vllm", "serve", "m", "--kv-cache-dtype", "fp8", "--enable-lora", "--max-num-seqs=64", "--port", "8000"})
+	logged, _ := FromLogArgs("non-default args: {'model': 'm', 'kv_cache_dtype': 'fp8', 'enable_lora': True, 'max_num_seqs': 64, 'port': 8000}")
+	ns, _ := FromLogArgs("args: Namespace(model='m', kv_cache_dtype='fp8', enable_lora=True, max_num_seqs=64, trust_remote_code=False, port=8000)")
+	want := map[string]string{"kv_cache_dtype": "fp8", "enable_lora": "True", "max_num_seqs": "64"}
+	for name, in := range map[string]Inputs{"pod": pod, "non-default args": logged, "namespace": ns} {
+		if !in.ExtraKnown || len(in.Extra) != len(want) {
+			t.Errorf("%s: extra %v known %v, want %v", name, in.Extra, in.ExtraKnown, want)
+		}
+		for k, v := range want {
+			if in.Extra[k] != v {
+				t.Errorf("%s: %s = %q, want %q", name, k, in.Extra[k], v)
+			}
+		}
 	}
 }
 
