@@ -1,9 +1,9 @@
 // Package assemble builds the parts `warmd run` runs, in one place and in data-flow order: the API
 // client once → the Node watcher → gpu → images, weights → compile cache → page-cache pre-warm →
-// phases → readiness. Every part is built the same way, New(Deps, Options); what they share travels
-// in daemon.Deps (config, logger, store, metrics, API client, Node view), and what one part learns
-// reaches the next through the state store, never through a variable filled later. Read this file top
-// to bottom to see what feeds what.
+// phases → compile-cache key check → readiness. Every part is built the same way, New(Deps, Options);
+// what they share travels in daemon.Deps (config, logger, store, metrics, API client, Node view), and
+// what one part learns reaches the next through the state store, never through a variable filled
+// later. Read this file top to bottom to see what feeds what.
 //
 // It owns the wiring only: what each part does is its package's, the lifecycle is pkg/daemon's.
 package assemble
@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/nvml"
@@ -82,7 +83,15 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		return daemon.Assembly{}, err
 	}
 
-	// 7. Readiness: every section above → warm state → the Node's labels, condition and predictions.
+	// 7. Compile-cache key check: the inputs of the starts phases recorded, compared with each vLLM pod
+	// bound here before it starts; the verdict feeds readiness's prediction (nil without an API
+	// server or with compileCache.disabled).
+	kc, err := check.New(d, check.Options{SKU: sku})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 8. Readiness: every section above → warm state → the Node's labels, condition and predictions.
 	rd, err := readiness.New(d, readiness.Options{Input: fromstate.Input})
 	if err != nil {
 		return daemon.Assembly{}, err
@@ -95,7 +104,11 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	if pw != nil {
 		parts = append(parts, pw)
 	}
-	parts = append(parts, ph, rd)
+	parts = append(parts, ph)
+	if kc != nil {
+		parts = append(parts, kc)
+	}
+	parts = append(parts, rd)
 	return daemon.Assembly{Parts: parts, Shared: []daemon.Reconfigurable{models}}, nil
 }
 

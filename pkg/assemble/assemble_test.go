@@ -90,7 +90,7 @@ current-context: x
 		names = append(names, p.Name())
 	}
 	// With an API server the page-cache pre-warm runs too, between the caches and the phases.
-	if got, want := strings.Join(names, " "), "node gpu images weights cache prewarm phases readiness"; got != want {
+	if got, want := strings.Join(names, " "), "node gpu images weights cache prewarm phases compilekey readiness"; got != want {
 		t.Errorf("parts %q, want %q", got, want)
 	}
 	node, last := asm.Parts[0], asm.Parts[len(asm.Parts)-1]

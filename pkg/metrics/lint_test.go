@@ -47,6 +47,8 @@ func populate(m *metrics.Metrics, e *metrics.Extender) {
 	m.Cache.RestoredButMissed.Inc()
 	m.Prewarm.Bytes.Add(4 << 30)
 	m.Prewarm.Runs.WithLabelValues("started").Inc()
+	m.CompileKey.Checks.WithLabelValues("miss").Inc()
+	m.CompileKey.Outcomes.WithLabelValues("miss", "miss", "agree").Inc()
 	m.Phases.PhaseSeconds.WithLabelValues("weight_load", "org/m", "nvidia-h100-80gb-hbm3", "hit").Observe(9)
 	m.Phases.Starts.WithLabelValues("ready", "hit").Inc()
 	m.Readiness.NodeWrites.WithLabelValues("ok").Inc()

@@ -13,27 +13,29 @@ import (
 
 // Metrics groups the collectors of every part.
 type Metrics struct {
-	Daemon    *Daemon
-	GPU       *GPU
-	Images    *Images
-	Weights   *Weights
-	Cache     *Cache
-	Prewarm   *Prewarm
-	Phases    *Phases
-	Readiness *Readiness
+	Daemon     *Daemon
+	GPU        *GPU
+	Images     *Images
+	Weights    *Weights
+	Cache      *Cache
+	Prewarm    *Prewarm
+	CompileKey *CompileKey
+	Phases     *Phases
+	Readiness  *Readiness
 }
 
 // New creates and registers every collector on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
-		Daemon:    newDaemon(reg),
-		GPU:       newGPU(reg),
-		Images:    newImages(reg),
-		Weights:   newWeights(reg),
-		Cache:     newCache(reg),
-		Prewarm:   newPrewarm(reg),
-		Phases:    newPhases(reg),
-		Readiness: newReadiness(reg),
+		Daemon:     newDaemon(reg),
+		GPU:        newGPU(reg),
+		Images:     newImages(reg),
+		Weights:    newWeights(reg),
+		Cache:      newCache(reg),
+		Prewarm:    newPrewarm(reg),
+		CompileKey: newCompileKey(reg),
+		Phases:     newPhases(reg),
+		Readiness:  newReadiness(reg),
 	}
 }
 

@@ -7,6 +7,7 @@ import "time"
 func (e *events) result(opts Options, include map[string]bool) Result {
 	r := Result{
 		Source: opts.Source, VLLMVersion: e.version, Engine: e.engine, TensorParallelSize: e.tp, Model: e.model,
+		Args:            e.args,
 		CompileCacheDir: firstNonEmpty(e.aotDir, e.cacheDir), CompileCache: e.verdict(e.merged(nil)),
 	}
 	if r.TensorParallelSize == 0 && e.sawConfig {

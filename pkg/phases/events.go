@@ -102,6 +102,7 @@ type marks struct {
 // events accumulates what the lines said.
 type events struct {
 	version, engine, model string
+	args                   string // the "non-default args: …" / "args: Namespace(…)" message
 	tp                     int
 	sawConfig              bool // the args or the engine config was printed (TP defaults to 1 then)
 	cacheDir, aotDir       string
@@ -208,6 +209,7 @@ func (e *events) observe(p *Parser, in inner, proc, dom string, t time.Time, ok 
 		at(&m.engineInit, true)
 	case strings.HasPrefix(msg, "non-default args: ") || strings.HasPrefix(msg, "args: "):
 		api()
+		setOnce(&e.args, msg)
 		if mm := reArgModel.FindStringSubmatch(msg); mm != nil {
 			setOnce(&e.model, mm[1])
 		}

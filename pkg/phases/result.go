@@ -96,7 +96,11 @@ type Result struct {
 	// (vLLM's default), 0 when the log shows neither.
 	TensorParallelSize int
 	Model              string // --model as vLLM printed it
-	Outcome            Outcome
+	// Args is the args line as vLLM printed it ("non-default args: {…}" or "args: Namespace(…)"),
+	// read by pkg/compilekey for the inputs of the compile-cache key. It is not part of the JSON
+	// contract (a record keeps the inputs derived from it instead).
+	Args    string
+	Outcome Outcome
 	// Error is the line that says why a failed start failed: the root cause, not a wrapper that
 	// points at it ("Engine core initialization failed. See root cause above", a pydantic
 	// ValidationError header, whose detail line is taken instead).

@@ -12,6 +12,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
@@ -33,6 +34,7 @@ var renderers = []struct {
 	{prefetch.ImagesSection.Name(), renderImages},
 	{cache.Section.Name(), renderCache},
 	{prewarm.Section.Name(), renderPrewarm},
+	{check.Section.Name(), renderCompileKey},
 	{phases.Section.Name(), renderPhases},
 }
 

@@ -5,6 +5,7 @@ package fromstate
 
 import (
 	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
@@ -78,14 +79,16 @@ func Input(snap state.Snapshot, cfg *config.NodeConfig, wants func(config.Model)
 		}
 		in.Models = append(in.Models, mi)
 	}
-	in.Predictions = predictions(in, cfg.NodeName, images, weights, cc, cacheSynced, starts)
+	keys, _ := check.Section.From(snap)
+	in.Predictions = predictions(in, cfg.NodeName, images, weights, cc, cacheSynced, starts, keys)
 	return in
 }
 
 // predictions estimates time-to-ready for every wanted model from what is on disk now, this node's
-// recorded starts, and the download rates it measured.
+// recorded starts, the download rates it measured, and the compile-cache key check of a pod that is
+// about to start.
 func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, weights prefetch.WeightsStatus,
-	cc cache.Status, cacheSynced bool, starts phases.Status) readiness.Predictions {
+	cc cache.Status, cacheSynced bool, starts phases.Status, keys check.Status) readiness.Predictions {
 	var sits []predict.Situation
 	for _, m := range in.Models {
 		if !m.Wants {
@@ -101,6 +104,11 @@ func predictions(in readiness.Input, node string, images prefetch.ImagesStatus, 
 		}
 		if in.CompileCacheEnabled && cacheSynced && cc.Bytes > 0 {
 			s.Cache = phases.CacheHit
+		}
+		// A pod of the model bound here and not started yet was compared with the starts that left
+		// the node's graphs: its hit or miss is more specific than "a cache is on disk".
+		if c, ok := keys.ForModel(m.Name); ok && in.CompileCacheEnabled {
+			s.Cache, s.CacheReason = phases.CompileCache(c.Predicted), c.Reason
 		}
 		sits = append(sits, s)
 	}

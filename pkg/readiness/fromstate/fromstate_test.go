@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/cache"
+	"warmd.io/warmd/pkg/compilekey"
+	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
@@ -127,5 +129,31 @@ func TestNoGPUNeedsNoCompileCache(t *testing.T) {
 		if s.Name == "org/a" && s.State != readiness.StateWarm {
 			t.Errorf("org/a = %+v, want warm", s)
 		}
+	}
+}
+
+// TestKeyCheckDecidesTheCacheOutcome: a pod of the model bound here, not started, predicted a miss by
+// the compile-cache key check turns the prediction's compileCache into a miss with the reason, even
+// with a synced cache on disk, and the predicted seconds grow by the compile.
+func TestKeyCheckDecidesTheCacheOutcome(t *testing.T) {
+	c := cfg(t)
+	sections := map[string]any{
+		nvml.Section.Name():  gpu(),
+		cache.Section.Name(): cache.Status{State: cache.StateReady, SKU: sku, Bytes: 1 << 30},
+	}
+	wants := func(m config.Model) bool { return m.NodeSelector == nil }
+	before := Input(snapshot(sections), c, wants)
+	if p := before.Predictions.Detail.Predictions[0]; p.Cache != phases.CacheHit || p.CacheReason != "" {
+		t.Fatalf("without a check: %+v", p)
+	}
+	sections[check.Section.Name()] = check.Status{Pending: []check.Check{{Pod: "ml/p", Model: "org/a", Predicted: compilekey.Miss,
+		Differs: []string{compilekey.InTP}, Reason: "differs from the node's cached starts in: tensorParallelSize"}}}
+	after := Input(snapshot(sections), c, wants)
+	p := after.Predictions.Detail.Predictions[0]
+	if p.Cache != phases.CacheMiss || !strings.Contains(p.CacheReason, "tensorParallelSize") {
+		t.Fatalf("with a miss predicted: %+v", p)
+	}
+	if after.Predictions.Seconds["org/a"] <= before.Predictions.Seconds["org/a"] {
+		t.Errorf("a miss predicts %v s, a hit %v s: the compile must cost time", after.Predictions.Seconds["org/a"], before.Predictions.Seconds["org/a"])
 	}
 }

@@ -95,6 +95,9 @@ type Situation struct {
 	// Cache is the expected compile-cache outcome: hit when a verified cache for this SKU is on disk,
 	// miss when not, disabled when the model runs eager or compile caching is off.
 	Cache phases.CompileCache
+	// CacheReason says why Cache is what it is when the compile-cache key check decided it (a vLLM pod
+	// bound here that has not started: "differs from the node's cached starts in: tensorParallelSize").
+	CacheReason string
 }
 
 // Throughput is what this node measured for pulls and downloads, in bytes per second (0: none yet).
@@ -165,6 +168,8 @@ type Prediction struct {
 	// Seconds is the sum of the phases: pod start → ready, image pull included.
 	Seconds float64             `json:"seconds"`
 	Cache   phases.CompileCache `json:"compileCache"`
+	// CacheReason is Situation.CacheReason: why the key check expects this outcome.
+	CacheReason string `json:"compileCacheReason,omitempty"`
 	// Phases lists every phase still needed (local ones with 0 seconds), in Order.
 	Phases []Estimate `json:"phases"`
 }
@@ -194,7 +199,7 @@ func (p *Predictor) Predict(s Situation, tp Throughput) Prediction {
 	if cache == "" || cache == phases.CacheUnknown {
 		cache = phases.CacheMiss // without a verified cache the start compiles
 	}
-	pred := Prediction{Model: s.Model, Cache: cache}
+	pred := Prediction{Model: s.Model, Cache: cache, CacheReason: s.CacheReason}
 	for _, phase := range Order {
 		e := p.estimate(phase, s, cache, tp)
 		pred.Phases = append(pred.Phases, e)

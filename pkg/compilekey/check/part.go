@@ -1,0 +1,365 @@
+// Package check is the daemon side of the compile-cache key check: it keeps the inputs of every vLLM
+// start recorded on this node (pod spec and log, compilekey.Inputs), and when a vLLM pod is bound here
+// and its container has not started yet, predicts with compilekey.Compare whether its torch.compile
+// cache will hit. The verdict goes to the compileKey status section (`warmd status`, and readiness's
+// prediction through pkg/readiness/fromstate) and to an Event on the Pod; when the start is recorded,
+// the prediction is checked against what its log showed and the agreement is counted.
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"warmd.io/warmd/pkg/compilekey"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/state"
+)
+
+// Event reasons recorded on a Pod before its vLLM container starts.
+const (
+	ReasonHit     = "CompileCacheHit"
+	ReasonMiss    = "CompileCacheMiss"
+	ReasonUnknown = "CompileCacheUnknown"
+)
+
+// Options adjust the part; the zero value is what the daemon runs.
+type Options struct {
+	// Client reaches the API server; nil takes daemon.Deps.Kube.
+	Client kubernetes.Interface
+	// SKU returns the node's GPU SKU key ("" while unknown).
+	SKU func() string
+	// Resync re-checks without an event. Default 5s.
+	Resync time.Duration
+	// Correlator tunes client-go's Event deduplication (tests shorten it).
+	Correlator record.CorrelatorOptions
+}
+
+// Part predicts compile-cache outcomes for the vLLM pods bound to this node.
+type Part struct {
+	log     *slog.Logger
+	store   *state.Store
+	metrics *metrics.CompileKey
+	client  kubernetes.Interface
+	opts    Options
+	node    string
+	path    string // the inputs table, <dataDir>/state/compilekey.json
+	kick    chan struct{}
+	synced  atomic.Bool
+
+	mu       sync.Mutex
+	table    table             // inputs of recorded starts, by phases.Record.Key
+	pending  map[string]*Check // by pod UID
+	recent   []Check
+	counts   map[string]int // by agreement
+	prob     string
+	recorder record.EventRecorder
+}
+
+var _ daemon.Part = (*Part)(nil)
+
+// New builds the part, or returns nil (and no error) when there is no API server to see pods
+// (readiness.disabled) or compile caching is off (compileCache.disabled: nothing to predict).
+func New(deps daemon.Deps, opts Options) (*Part, error) {
+	cfg := deps.Config
+	if cfg.Readiness.Disabled || cfg.CompileCache.Disabled {
+		return nil, nil
+	}
+	if opts.Client == nil {
+		opts.Client = deps.Kube
+	}
+	if opts.Client == nil {
+		return nil, errors.New("compile-cache key check: no API client")
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = 5 * time.Second
+	}
+	if opts.SKU == nil {
+		opts.SKU = func() string { return "" }
+	}
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var m *metrics.CompileKey
+	if deps.Metrics != nil && deps.Metrics.CompileKey != nil {
+		m = deps.Metrics.CompileKey
+	} else {
+		m = metrics.New(prometheus.NewRegistry()).CompileKey
+	}
+	p := &Part{log: log.With("part", "compilekey"), store: deps.Store, metrics: m, client: opts.Client, opts: opts,
+		node: cfg.NodeName, path: filepath.Join(cfg.DataDir, "state", tableFile), kick: make(chan struct{}, 1),
+		pending: map[string]*Check{}, counts: map[string]int{}}
+	t, err := loadTable(p.path)
+	if err != nil {
+		p.prob = err.Error() // a torn file is rebuilt from the next records
+		p.log.Warn("compile-cache inputs", "err", err)
+	}
+	p.table = t
+	return p, nil
+}
+
+// Name implements daemon.Part.
+func (p *Part) Name() string { return "compilekey" }
+
+// Ready implements daemon.Part: nil once this node's pods were listed once.
+func (p *Part) Ready() error {
+	if !p.synced.Load() {
+		return errors.New("waiting for the first list of this node's pods")
+	}
+	return nil
+}
+
+func (p *Part) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches this node's pods (field selector spec.nodeName) and the recorded starts until ctx ends.
+func (p *Part) Run(ctx context.Context) error {
+	bc := record.NewBroadcasterWithCorrelatorOptions(p.opts.Correlator)
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
+	defer bc.Shutdown()
+	p.recorder = bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmd", Host: p.node})
+
+	f := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.node).String()
+	}))
+	inf := f.Core().V1().Pods()
+	kick := func(any) { p.poke() }
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
+	}); err != nil {
+		return fmt.Errorf("compilekey: watch pods of node %s: %w", p.node, err)
+	}
+	if err := inf.Informer().SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		p.mu.Lock()
+		p.prob = "watching pods: " + state.Reason(err)
+		p.mu.Unlock()
+	}); err != nil {
+		return fmt.Errorf("compilekey: %w", err)
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	tick := time.NewTicker(p.opts.Resync)
+	defer tick.Stop()
+	var changed <-chan struct{}
+	if p.store != nil {
+		changed = p.store.Changed()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+		case <-tick.C:
+		case <-changed:
+			changed = p.store.Changed()
+		}
+		if !inf.Informer().HasSynced() {
+			continue
+		}
+		p.synced.Store(true)
+		pods, err := inf.Lister().List(labels.Everything())
+		if err != nil {
+			p.log.Warn("list pods from the watch cache", "err", err)
+			continue
+		}
+		var recs []phases.Record
+		var images prefetch.ImagesStatus
+		if p.store != nil {
+			snap := p.store.Snapshot()
+			st, _ := phases.Section.From(snap)
+			recs = st.Records
+			images, _ = prefetch.ImagesSection.From(snap)
+		}
+		if p.reconcile(pods, recs, images) {
+			p.publish()
+		}
+	}
+}
+
+// reconcile learns the inputs of new records, resolves the checks they answer, and checks the vLLM
+// pods bound here that have not started (images: what warmd pulled, to know a tag's digest). It
+// reports whether anything changed.
+func (p *Part) reconcile(pods []*corev1.Pod, recs []phases.Record, images prefetch.ImagesStatus) bool {
+	byUID := map[string]*corev1.Pod{}
+	for _, pod := range pods {
+		byUID[string(pod.UID)] = pod
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := p.learn(recs, byUID)
+	for _, pod := range pods {
+		if p.check(pod, images) {
+			changed = true
+		}
+	}
+	for uid, c := range p.pending {
+		if _, ok := byUID[uid]; !ok { // gone before its start was recorded: nothing to check it against
+			delete(p.pending, uid)
+			changed = c != nil || changed
+		}
+	}
+	return changed
+}
+
+// learn keeps the inputs of records not seen yet (oldest first) and resolves pending checks.
+func (p *Part) learn(recs []phases.Record, byUID map[string]*corev1.Pod) bool {
+	changed := false
+	for i := len(recs) - 1; i >= 0; i-- { // the section lists newest first
+		rec := recs[i]
+		if c := p.pending[rec.PodUID]; c != nil && c.Container == rec.Container {
+			p.resolve(c, rec.Result.CompileCache)
+			p.pending[rec.PodUID] = nil // resolved: not checked again while the pod lives
+			changed = true
+		}
+		if _, seen := p.table.Starts[rec.Key()]; seen {
+			continue
+		}
+		in, ok := recordInputs(rec, byUID[rec.PodUID])
+		e := entry{Recorded: rec.Recorded, Graphs: rec.Result.CompileCacheHash != "" &&
+			(rec.Result.CompileCache == phases.CacheHit || rec.Result.CompileCache == phases.CacheMiss)}
+		if ok {
+			e.Inputs = &in
+		}
+		p.table.put(rec.Key(), e)
+		changed = true
+		if err := saveTable(p.path, p.table); err != nil {
+			p.prob = err.Error()
+			p.log.Warn("keep compile-cache inputs", "err", err)
+		}
+	}
+	return changed
+}
+
+// recordInputs builds a recorded start's inputs: the pod spec when the pod is still the one that
+// started (its status then holds the image digest), else the log's args line.
+func recordInputs(rec phases.Record, pod *corev1.Pod) (compilekey.Inputs, bool) {
+	r := rec.Result
+	if pod != nil {
+		if in, ok := compilekey.FromPod(pod, rec.Container); ok {
+			in.VLLMVersion, in.GPU, in.CacheHash = r.VLLMVersion, rec.GPUSKU, r.CompileCacheHash
+			return in, true
+		}
+	}
+	return compilekey.FromLog(r.VLLMVersion, r.Args, rec.Image, "", rec.GPUSKU, r.CompileCacheHash)
+}
+
+// check predicts for one pod whose vLLM container has not started, once per pod (p.mu held).
+func (p *Part) check(pod *corev1.Pod, images prefetch.ImagesStatus) bool {
+	uid := string(pod.UID)
+	if _, done := p.pending[uid]; done || pod.DeletionTimestamp != nil || pod.Spec.NodeName != p.node {
+		if c := p.pending[uid]; c != nil && !c.Started && started(pod, c.Container) {
+			c.Started = true
+			return true
+		}
+		return false
+	}
+	ctr := compilekey.VLLMContainer(pod)
+	if ctr == "" || started(pod, ctr) {
+		p.pending[uid] = nil // not a vLLM pod, or checked too late: never checked
+		return false
+	}
+	want, _ := compilekey.FromPod(pod, ctr)
+	want.GPU = p.opts.SKU()
+	if want.ImageDigest == "" {
+		// A tag: the digest warmd pulled and pinned for it is what the kubelet finds on the node,
+		// unless the tag moved and a newer digest is being pulled (then it is not known).
+		if im, ok := images.ForRef(want.Image); ok && im.Warm() && im.Pending == "" {
+			want.ImageDigest = im.Digest
+		}
+	}
+	cached, _ := p.table.cached()
+	v := compilekey.Compare(want, cached)
+	c := &Check{Pod: pod.Namespace + "/" + pod.Name, PodUID: uid, Container: ctr, Model: extender.PodModel(pod),
+		Predicted: v.Outcome, Differs: v.Differs, Unknown: v.Unknown, Reason: v.Reason(), Checked: time.Now().UTC()}
+	p.pending[uid] = c
+	p.metrics.Checks.WithLabelValues(string(v.Outcome)).Inc()
+	typ, reason := corev1.EventTypeNormal, ReasonUnknown
+	switch v.Outcome {
+	case compilekey.Hit:
+		reason = ReasonHit
+	case compilekey.Miss:
+		typ, reason = corev1.EventTypeWarning, ReasonMiss
+	}
+	if p.recorder != nil {
+		p.recorder.Eventf(pod, typ, reason, "vLLM compile cache predicted %s: %s", v.Outcome, v.Reason())
+	}
+	p.log.Info("compile-cache prediction", "pod", c.Pod, "model", c.Model, "predicted", v.Outcome,
+		"differs", v.Differs, "unknown", v.Unknown)
+	return true
+}
+
+// started says whether the container has started at least once.
+func started(pod *corev1.Pod, container string) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == container {
+			return cs.State.Running != nil || cs.State.Terminated != nil || cs.RestartCount > 0 ||
+				cs.LastTerminationState.Terminated != nil
+		}
+	}
+	return false
+}
+
+// resolve records what the start's log showed for a pending check (p.mu held).
+func (p *Part) resolve(c *Check, obs phases.CompileCache) {
+	c.Observed, c.Agreement = obs, agreement(c.Predicted, obs)
+	p.counts[c.Agreement]++
+	p.metrics.Outcomes.WithLabelValues(string(c.Predicted), string(obs), c.Agreement).Inc()
+	p.recent = slices.Insert(p.recent, 0, *c)
+	if len(p.recent) > maxRecent {
+		p.recent = p.recent[:maxRecent]
+	}
+	p.log.Info("compile-cache prediction checked", "pod", c.Pod, "predicted", c.Predicted, "observed", obs,
+		"agreement", c.Agreement)
+}
+
+// maxRecent bounds Status.Recent.
+const maxRecent = 20
+
+// Status returns the part's status section.
+func (p *Part) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, n := p.table.cached()
+	st := Status{Cached: n, Recent: slices.Clone(p.recent), Agree: p.counts[Agree], Disagree: p.counts[Disagree],
+		Undecided: p.counts[Undecided], Problem: p.prob}
+	for _, c := range p.pending {
+		if c != nil {
+			st.Pending = append(st.Pending, *c)
+		}
+	}
+	slices.SortFunc(st.Pending, func(a, b Check) int { return a.Checked.Compare(b.Checked) })
+	return st
+}
+
+func (p *Part) publish() {
+	if p.store != nil {
+		Section.Publish(p.store, p.Status())
+	}
+}
