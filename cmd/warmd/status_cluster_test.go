@@ -15,7 +15,7 @@ import (
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/cli"
-	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/status"
 )
 
 // TestStatusCluster runs `warmd status --cluster` against a real API server holding Nodes labelled
@@ -86,7 +86,7 @@ func TestStatusCluster(t *testing.T) {
 		}
 	})
 	t.Run("json filtered by sku", func(t *testing.T) {
-		var rows []extender.ClusterRow
+		var rows []status.ClusterRow
 		if err := json.Unmarshal([]byte(run(t, "--sku", "h100", "-o", "json")), &rows); err != nil {
 			t.Fatal(err)
 		}
