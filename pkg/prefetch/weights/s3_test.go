@@ -78,6 +78,7 @@ func putMultipart(t testing.TB, c *s3.Client, bucket, key string, b []byte, part
 }
 
 func TestS3Verification(t *testing.T) {
+	t.Parallel()
 	big := "model-00001-of-00002.safetensors"
 	for _, mode := range []string{objstore.ChecksumsWhenRequired, objstore.ChecksumsWhenSupported} {
 		for _, tc := range []struct {
@@ -158,6 +159,7 @@ func TestS3Verification(t *testing.T) {
 }
 
 func TestS3Faults(t *testing.T) {
+	t.Parallel()
 	env := newS3Env(t)
 	direct := env.store(t, "", "")
 	m := newFakeModel(4, 5<<20+99, 3<<20+7, 1234)
