@@ -1,6 +1,7 @@
 package weights_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,5 +41,26 @@ func TestNewEngineSweepsRecordTemps(t *testing.T) {
 	}
 	if len(es) != 1 || es[0].Name() != "models--org--m.json" {
 		t.Errorf("state/weights holds %v after New, want only the record", es)
+	}
+}
+
+// A ref write cut by a crash leaves a temp in the model's refs/ (the HF cache, beside what vLLM
+// reads); the next publish of the model removes it.
+func TestPublishSweepsRefTemps(t *testing.T) {
+	t.Parallel()
+	src, data := t.TempDir(), t.TempDir()
+	newFakeModel(2, 64<<10).writeDir(t, src)
+	refs := filepath.Join(data, "weights", "models--acme--swept", "refs")
+	plantTemp(t, refs, "main")
+	e := newEngine(t, data, nil)
+	if _, err := e.Fetch(context.Background(), fileModel("acme/swept", src), nil); err != nil {
+		t.Fatal(err)
+	}
+	es, err := os.ReadDir(refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 || es[0].Name() != "main" {
+		t.Errorf("refs/ holds %v after the publish, want only main", es)
 	}
 }
