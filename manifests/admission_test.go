@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/readiness"
 )
@@ -54,11 +55,11 @@ func TestAdmissionPolicy(t *testing.T) {
 	env := kubeenv.Start(t)
 	ctx := context.Background()
 	a := newApplier(t, env)
-	for _, d := range load(t, ".") {
-		switch d.obj.GetKind() {
+	for _, d := range manifesttest.Load(t, ".") {
+		switch d.Obj.GetKind() {
 		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
-			if err := a.apply(ctx, d.obj); err != nil {
-				t.Fatalf("apply %s: %v", d.file, err)
+			if err := a.apply(ctx, d.Obj); err != nil {
+				t.Fatalf("apply %s: %v", d.File, err)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
+	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 )
 
@@ -65,12 +66,12 @@ func TestApplyAll(t *testing.T) {
 		}
 	}
 	for _, d := range all(t) {
-		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {
-			err := a.apply(ctx, d.obj)
+		t.Run(d.File+"/"+d.Obj.GetKind()+"/"+d.Obj.GetName(), func(t *testing.T) {
+			err := a.apply(ctx, d.Obj)
 			// A CRD's kind is served a moment after it is created: retry for a bounded while.
 			for i := 0; err != nil && meta.IsNoMatchError(err) && i < 100; i++ {
 				time.Sleep(100 * time.Millisecond)
-				err = a.apply(ctx, d.obj)
+				err = a.apply(ctx, d.Obj)
 			}
 			if err != nil {
 				t.Fatalf("server-side apply rejected: %v", err)
@@ -78,9 +79,9 @@ func TestApplyAll(t *testing.T) {
 		})
 	}
 	// Applying again is a no-op for the server: nothing of ours is invalid on re-apply either.
-	for _, d := range load(t, ".") {
-		if err := a.apply(ctx, d.obj); err != nil {
-			t.Errorf("re-apply %s %s: %v", d.obj.GetKind(), d.obj.GetName(), err)
+	for _, d := range manifesttest.Load(t, ".") {
+		if err := a.apply(ctx, d.Obj); err != nil {
+			t.Errorf("re-apply %s %s: %v", d.Obj.GetKind(), d.Obj.GetName(), err)
 		}
 	}
 	// status.typeChecking of the policy is filled by kube-controller-manager, which envtest does not

@@ -1,11 +1,8 @@
 package manifests_test
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os/exec"
 	"reflect"
@@ -17,10 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/readiness"
@@ -60,34 +57,7 @@ func render(t *testing.T, sets ...string) []doc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseDocs(t, "helm template", out)
-}
-
-func parseDocs(t *testing.T, src string, data []byte) []doc {
-	t.Helper()
-	var out []doc
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		raw, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", src, err)
-		}
-		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			t.Fatalf("%s: %v", src, err)
-		}
-		if s := string(bytes.TrimSpace(js)); s == "null" || s == "{}" {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			t.Fatalf("%s: %v\n%s", src, err, raw)
-		}
-		out = append(out, doc{file: src, raw: raw, obj: u})
-	}
+	return manifesttest.Parse(t, "helm template", out)
 }
 
 func key(u *unstructured.Unstructured) string {
@@ -126,15 +96,15 @@ func compareObjects(t *testing.T, chart, manifests []doc) {
 	t.Helper()
 	want := map[string]*unstructured.Unstructured{}
 	for _, d := range manifests {
-		want[key(d.obj)] = d.obj
+		want[key(d.Obj)] = d.Obj
 	}
 	got := map[string]*unstructured.Unstructured{}
 	for _, d := range chart {
-		k := key(d.obj)
+		k := key(d.Obj)
 		if _, dup := got[k]; dup {
 			t.Errorf("the chart renders %s twice", k)
 		}
-		got[k] = d.obj
+		got[k] = d.Obj
 	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		g, ok := got[k]
@@ -174,16 +144,16 @@ func lineDiff(a, b string) string {
 }
 
 func without(docs []doc, kind string) []doc {
-	return slices.DeleteFunc(slices.Clone(docs), func(d doc) bool { return d.obj.GetKind() == kind })
+	return slices.DeleteFunc(slices.Clone(docs), func(d doc) bool { return d.Obj.GetKind() == kind })
 }
 
 // TestChartMatchesManifests keeps the two install routes one product: for each set of chart values,
 // `helm template` renders exactly the objects of the corresponding kustomizations, field for field.
 func TestChartMatchesManifests(t *testing.T) {
-	base := load(t, ".")
+	base := manifesttest.Load(t, ".")
 	noNS := without(base, "Namespace")
 	cat := func(parts ...[]doc) []doc { return slices.Concat(parts...) }
-	extender := cat(load(t, "extender"), load(t, "extender/second-scheduler"))
+	extender := cat(manifesttest.Load(t, "extender"), manifesttest.Load(t, "extender/second-scheduler"))
 	kedaSets := []string{"extender.enabled=true", "keda.enabled=true", "keda.scaledObjects[0].name=vllm-qwen2-5-7b",
 		"keda.scaledObjects[0].namespace=default", "keda.scaledObjects[0].deployment=vllm-qwen2-5-7b",
 		"keda.scaledObjects[0].model=Qwen/Qwen2.5-7B-Instruct", "extender.scheduler.enabled=true"}
@@ -195,11 +165,11 @@ func TestChartMatchesManifests(t *testing.T) {
 		// Helm's convention: the release namespace exists (helm install --create-namespace).
 		{"defaults", nil, noNS},
 		{"namespace.create", []string{"namespace.create=true"}, base},
-		{"monitoring", monitoringSets, cat(noNS, load(t, "monitoring"))},
+		{"monitoring", monitoringSets, cat(noNS, manifesttest.Load(t, "monitoring"))},
 		{"extender and second scheduler", []string{"extender.enabled=true", "extender.scheduler.enabled=true"}, cat(noNS, extender)},
 		{"extender monitoring", append(slices.Clone(monitoringSets), "extender.enabled=true", "extender.scheduler.enabled=true"),
-			cat(noNS, load(t, "monitoring"), extender, load(t, "extender/monitoring"))},
-		{"keda", kedaSets, cat(noNS, extender, load(t, "extender/keda"))},
+			cat(noNS, manifesttest.Load(t, "monitoring"), extender, manifesttest.Load(t, "extender/monitoring"))},
+		{"keda", kedaSets, cat(noNS, extender, manifesttest.Load(t, "extender/keda"))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,8 +210,8 @@ func TestChartValues(t *testing.T) {
 		"extender.tolerations[0].key=warmd.io/cold", "extender.tolerations[0].operator=Exists")
 	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
 	for _, d := range docs {
-		if _, _, err := codecs.UniversalDeserializer().Decode(d.raw, nil, nil); err != nil {
-			t.Errorf("%s %s: strict decode: %v", d.obj.GetKind(), d.obj.GetName(), err)
+		if _, _, err := codecs.UniversalDeserializer().Decode(d.Raw, nil, nil); err != nil {
+			t.Errorf("%s %s: strict decode: %v", d.Obj.GetKind(), d.Obj.GetName(), err)
 		}
 	}
 	ds := typed[appsv1.DaemonSet](t, docs, "DaemonSet", "warmd")
@@ -279,7 +249,7 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("config from values: startupTaint %v budget %s models %d", cfg.Readiness.StartupTaint, cfg.Weights.Budget.String(), len(cfg.Models))
 	}
 	for _, d := range docs {
-		if d.obj.GetKind() == "PriorityClass" {
+		if d.Obj.GetKind() == "PriorityClass" {
 			t.Error("priorityClass.create=false still renders a PriorityClass")
 		}
 	}

@@ -5,11 +5,7 @@
 package manifests_test
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,101 +14,33 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"warmd.io/warmd/internal/golden"
+	"warmd.io/warmd/internal/manifesttest"
 )
 
 // dirs are the kustomizations, in apply order.
 var dirs = []string{".", "monitoring", "examples"}
 
 // doc is one YAML document from a manifest file.
-type doc struct {
-	file string
-	raw  []byte
-	obj  *unstructured.Unstructured
-}
-
-// load reads every resource of the kustomization in dir, in its listed order.
-func load(t *testing.T, dir string) []doc {
-	t.Helper()
-	var k struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(b, &k); err != nil {
-		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
-	}
-	var out []doc
-	for _, f := range k.Resources {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatalf("%s lists %s: %v", dir, f, err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			raw, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-				continue
-			}
-			js, err := yaml.YAMLToJSON(raw)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(js); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			out = append(out, doc{file: filepath.Join(dir, f), raw: raw, obj: u})
-		}
-	}
-	return out
-}
+type doc = manifesttest.Doc
 
 func all(t *testing.T) []doc {
 	var out []doc
 	for _, d := range dirs {
-		out = append(out, load(t, d)...)
+		out = append(out, manifesttest.Load(t, d)...)
 	}
 	return out
-}
-
-func stripComments(b []byte) []byte {
-	var out [][]byte
-	for _, l := range bytes.Split(b, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
-			out = append(out, l)
-		}
-	}
-	return bytes.Join(out, []byte("\n"))
 }
 
 // TestEveryFileListed keeps stray YAML out of manifests/: a file no kustomization lists is never applied.
 func TestEveryFileListed(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(dir, func(t *testing.T) {
-			listed := map[string]bool{}
-			for _, d := range load(t, dir) {
-				listed[filepath.Base(d.file)] = true
-			}
-			files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-			for _, f := range files {
-				if b := filepath.Base(f); b != "kustomization.yaml" && !listed[b] {
-					t.Errorf("%s is not listed in %s/kustomization.yaml", f, dir)
-				}
+			for _, f := range manifesttest.Unlisted(t, dir) {
+				t.Errorf("%s is not listed in %s/kustomization.yaml", f, dir)
 			}
 		})
 	}
@@ -127,11 +55,11 @@ func TestStrictDecode(t *testing.T) {
 		t.Fatalf("strict decoding let a misspelt field through: %v", err)
 	}
 	for _, d := range all(t) {
-		t.Run(d.file+"/"+d.obj.GetKind()+"/"+d.obj.GetName(), func(t *testing.T) {
-			if d.obj.GetAPIVersion() == "monitoring.coreos.com/v1" {
+		t.Run(d.File+"/"+d.Obj.GetKind()+"/"+d.Obj.GetName(), func(t *testing.T) {
+			if d.Obj.GetAPIVersion() == "monitoring.coreos.com/v1" {
 				return // not a built-in type; the API server test applies it against a CRD
 			}
-			obj, _, err := codecs.UniversalDeserializer().Decode(d.raw, nil, nil)
+			obj, _, err := codecs.UniversalDeserializer().Decode(d.Raw, nil, nil)
 			if err != nil {
 				t.Fatalf("strict decode: %v", err)
 			}
@@ -151,12 +79,12 @@ func TestRenderedGolden(t *testing.T) {
 		if i > 0 {
 			buf.WriteString("---\n")
 		}
-		fmtDoc := d.obj.DeepCopy()
+		fmtDoc := d.Obj.DeepCopy()
 		b, err := yaml.Marshal(fmtDoc.Object)
 		if err != nil {
 			t.Fatal(err)
 		}
-		buf.WriteString("# Source: " + filepath.ToSlash(d.file) + "\n")
+		buf.WriteString("# Source: " + filepath.ToSlash(d.File) + "\n")
 		buf.Write(b)
 	}
 	golden.Check(t, filepath.Join("testdata", "rendered.golden.yaml"), buf.Bytes())
@@ -165,9 +93,9 @@ func TestRenderedGolden(t *testing.T) {
 // find returns the one document of kind/name.
 func find(t *testing.T, docs []doc, kind, name string) *unstructured.Unstructured {
 	t.Helper()
-	i := slices.IndexFunc(docs, func(d doc) bool { return d.obj.GetKind() == kind && d.obj.GetName() == name })
+	i := slices.IndexFunc(docs, func(d doc) bool { return d.Obj.GetKind() == kind && d.Obj.GetName() == name })
 	if i < 0 {
 		t.Fatalf("no %s %s in the manifests", kind, name)
 	}
-	return docs[i].obj
+	return docs[i].Obj
 }

@@ -214,10 +214,10 @@ func TestQueriedMetricsExist(t *testing.T) {
 	keda := render(t, "extender.enabled=true", "keda.enabled=true", "keda.scaledObjects[0].name=x",
 		"keda.scaledObjects[0].namespace=default", "keda.scaledObjects[0].deployment=x", "keda.scaledObjects[0].model=m")
 	for _, d := range keda {
-		if d.obj.GetKind() != "ScaledObject" {
+		if d.Obj.GetKind() != "ScaledObject" {
 			continue
 		}
-		triggers, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "triggers")
+		triggers, _, _ := unstructured.NestedSlice(d.Obj.Object, "spec", "triggers")
 		for _, tr := range triggers {
 			q, _, _ := unstructured.NestedString(tr.(map[string]any), "metadata", "query")
 			exprs = append(exprs, q)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/cli"
@@ -26,18 +23,7 @@ import (
 // Nodes are listed, answers /prioritize, serves /metrics, and stops cleanly when its context ends.
 func TestExtenderCommand(t *testing.T) {
 	env := kubeenv.Start(t)
-	user, err := env.Env.AddUser(envtest.User{Name: "extender-cmd", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := env.Kubeconfig(t, "extender-cmd", "")
 	for name, secs := range map[string]string{"cmd-fast": "70", "cmd-slow": "280"} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels:      map[string]string{"models.warmd.io/org--m": "warm"},

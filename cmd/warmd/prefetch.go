@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/cli"
@@ -21,13 +19,4 @@ func newPrefetchCommand(s cli.IOStreams) *cobra.Command {
 		newPrefetchWeightsCommand(s),
 	)
 	return cmd
-}
-
-// checkProgress validates --progress, which both prefetch commands take.
-func checkProgress(p string) error {
-	switch p {
-	case "auto", "bars", "plain", "none":
-		return nil
-	}
-	return &cli.ExitError{Code: 2, Err: fmt.Errorf("--progress %q: use auto, bars, plain or none", p)}
 }

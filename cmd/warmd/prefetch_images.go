@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
@@ -51,7 +49,7 @@ anything. Exit status 1 when any image failed (each failure is listed).`,
 }
 
 func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOptions) error {
-	if err := checkProgress(o.progress); err != nil {
+	if err := cli.CheckProgress(o.progress); err != nil {
 		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
@@ -75,18 +73,11 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	mode := o.progress
-	if mode == "auto" {
-		mode = "plain"
-		if cli.IsTerminal(s.ErrOut) {
-			mode = "bars"
-		}
-	}
-	pr := newLayerProgress(ctx, s, mode)
+	pr := newLayerProgress(ctx, s, o.progress)
 	m := images.New(daemon.Deps{Config: cfg, Log: log}, images.Options{OnProgress: pr.report})
 	start := time.Now()
 	st, err := m.Once(ctx)
-	pr.finish()
+	pr.Finish()
 	printImageSummary(s, st, time.Since(start))
 	if err != nil {
 		return &cli.ExitError{Code: 1, Err: fmt.Errorf("some images are not warm:\n%w", err)}
@@ -94,22 +85,15 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 	return nil
 }
 
-// layerProgress draws one bar per layer (mpb) or prints plain lines when layers complete.
+// layerProgress shows one bar per layer, or a plain line as each layer completes.
 type layerProgress struct {
-	mode string
-	s    cli.IOStreams
-	p    *mpb.Progress
+	*cli.Progress
 	mu   sync.Mutex
-	bars map[string]*mpb.Bar
 	seen map[string]bool
 }
 
 func newLayerProgress(ctx context.Context, s cli.IOStreams, mode string) *layerProgress {
-	lp := &layerProgress{mode: mode, s: s, bars: map[string]*mpb.Bar{}, seen: map[string]bool{}}
-	if mode == "bars" {
-		lp.p = mpb.NewWithContext(ctx, mpb.WithOutput(s.ErrOut), mpb.WithWidth(32), mpb.WithRefreshRate(150*time.Millisecond))
-	}
-	return lp
+	return &layerProgress{Progress: cli.NewProgress(ctx, s, mode, 32), seen: map[string]bool{}}
 }
 
 func (lp *layerProgress) report(name string, p prefetch.Progress) {
@@ -118,38 +102,12 @@ func (lp *layerProgress) report(name string, p prefetch.Progress) {
 	for i, l := range p.Layers {
 		key := name + " " + l.Digest.String()
 		label := fmt.Sprintf("%s layer %d/%d %s", shortName(name), i+1, len(p.Layers), l.Digest.Encoded()[:12])
-		switch lp.mode {
-		case "bars":
-			b, ok := lp.bars[key]
-			if !ok {
-				b = lp.p.AddBar(l.Size,
-					mpb.PrependDecorators(decor.Name(label, decor.WCSyncSpaceR)),
-					mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace), decor.Percentage(decor.WCSyncSpace)))
-				lp.bars[key] = b
-			}
-			b.SetCurrent(l.Done)
-		case "plain":
-			if l.Complete && !lp.seen[key] {
-				lp.seen[key] = true
-				fmt.Fprintf(lp.s.ErrOut, "%s: %d bytes, done\n", label, l.Size)
-			}
+		lp.Bar(key, cli.BarUpdate{Label: label, Done: l.Done, Total: l.Size, Final: l.Complete, Percent: true})
+		if l.Complete && !lp.seen[key] {
+			lp.seen[key] = true
+			lp.Printf("%s: %d bytes, done\n", label, l.Size)
 		}
 	}
-}
-
-// finish ends every bar (aborting those a failure left short) so the container stops drawing.
-func (lp *layerProgress) finish() {
-	if lp.p == nil {
-		return
-	}
-	lp.mu.Lock()
-	for _, b := range lp.bars {
-		if !b.Completed() {
-			b.Abort(false)
-		}
-	}
-	lp.mu.Unlock()
-	lp.p.Wait()
 }
 
 func shortName(name string) string {

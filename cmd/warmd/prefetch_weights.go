@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vbauerster/mpb/v8"
-	"github.com/vbauerster/mpb/v8/decor"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"warmd.io/warmd/pkg/cli"
@@ -89,7 +87,7 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	if err := cli.CheckFormat(o.output, "text", "json"); err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}
-	if err := checkProgress(o.progress); err != nil {
+	if err := cli.CheckProgress(o.progress); err != nil {
 		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
@@ -136,14 +134,7 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 		return err
 	}
 	defer e.Close()
-	mode := o.progress
-	if mode == "auto" {
-		mode = "plain"
-		if cli.IsTerminal(s.ErrOut) {
-			mode = "bars"
-		}
-	}
-	pr := newWeightsProgress(ctx, s, mode)
+	pr := newWeightsProgress(ctx, s, o.progress)
 	var results []prefetch.ModelStatus
 	var failed []string
 	for _, m := range models {
@@ -153,7 +144,7 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 			failed = append(failed, err.Error())
 		}
 	}
-	pr.finish()
+	pr.Finish()
 	if o.output == "json" {
 		if err := cli.PrintObject(s.Out, "json", results); err != nil {
 			return err
@@ -244,91 +235,42 @@ func pickModels(cfg *config.NodeConfig, names []string) ([]config.Model, error) 
 	return out, nil
 }
 
-// weightsProgress draws one live bar per model (bytes, rate, ETA, state) or prints plain lines.
+// weightsProgress shows one live bar per model (bytes, state, rate, ETA), or a plain line when a
+// model's state changes and every 2 s while it downloads.
 type weightsProgress struct {
-	mode string
-	s    cli.IOStreams
-	p    *mpb.Progress
-	mu   sync.Mutex // guards bars and said
-	bars map[string]*mpb.Bar
+	*cli.Progress
+	mu   sync.Mutex // guards last and said
+	last map[string]prefetch.State
 	said map[string]time.Time
-	// lastMu guards last separately: mpb's render goroutine reads it through the decorators while
-	// report may be waiting on that goroutine.
-	lastMu sync.Mutex
-	last   map[string]prefetch.ModelStatus
 }
 
 func newWeightsProgress(ctx context.Context, s cli.IOStreams, mode string) *weightsProgress {
-	wp := &weightsProgress{mode: mode, s: s, bars: map[string]*mpb.Bar{}, last: map[string]prefetch.ModelStatus{}, said: map[string]time.Time{}}
-	if mode == "bars" {
-		wp.p = mpb.NewWithContext(ctx, mpb.WithOutput(s.ErrOut), mpb.WithWidth(40), mpb.WithRefreshRate(200*time.Millisecond), mpb.WithAutoRefresh())
-	}
-	return wp
+	return &weightsProgress{Progress: cli.NewProgress(ctx, s, mode, 40), last: map[string]prefetch.State{}, said: map[string]time.Time{}}
 }
 
 func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
-	wp.lastMu.Lock()
 	prev := wp.last[st.Model]
-	wp.last[st.Model] = st
-	wp.lastMu.Unlock()
-	switch wp.mode {
-	case "bars":
-		b, ok := wp.bars[st.Model]
-		if !ok {
-			if st.BytesTotal == 0 && st.State == prefetch.StateQueued {
-				return
-			}
-			name := st.Model
-			b = wp.p.AddBar(max(st.BytesTotal, 1),
-				mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.Any(func(decor.Statistics) string { return wp.stateOf(name) }, decor.WCSyncSpaceR)),
-				mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f", decor.WCSyncSpace),
-					decor.Any(func(decor.Statistics) string { return wp.rateOf(name) }, decor.WCSyncSpace)),
-			)
-			wp.bars[st.Model] = b
+	wp.last[st.Model] = st.State
+	if st.BytesTotal > 0 || st.State != prefetch.StateQueued || wp.HasBar(st.Model) {
+		extra := ""
+		if st.BytesPerSecond > 0 {
+			extra = cli.Rate(st.BytesPerSecond) + " ETA " + (time.Duration(st.ETASeconds) * time.Second).String()
 		}
-		if st.BytesTotal > 0 {
-			b.SetTotal(st.BytesTotal, false)
-		}
-		b.SetCurrent(st.BytesDone)
-		if st.State == prefetch.StateReady || st.State == prefetch.StateFailed {
-			b.SetTotal(-1, true)
-		}
-	case "plain":
-		if st.State != prev.State || time.Since(wp.said[st.Model]) > 2*time.Second {
-			wp.said[st.Model] = time.Now()
-			fmt.Fprintf(wp.s.ErrOut, "%s: %s %s\n", st.Model, st.State, progressLine(st))
-		}
+		wp.Bar(st.Model, cli.BarUpdate{Label: st.Model, Done: st.BytesDone, Total: st.BytesTotal, Status: string(st.State), Extra: extra,
+			Final: st.State == prefetch.StateReady || st.State == prefetch.StateFailed})
 	}
-}
-
-func (wp *weightsProgress) stateOf(name string) string {
-	wp.lastMu.Lock()
-	defer wp.lastMu.Unlock()
-	return string(wp.last[name].State)
-}
-
-func (wp *weightsProgress) rateOf(name string) string {
-	wp.lastMu.Lock()
-	defer wp.lastMu.Unlock()
-	st := wp.last[name]
-	if st.BytesPerSecond <= 0 {
-		return ""
-	}
-	return rateStr(st.BytesPerSecond) + " ETA " + (time.Duration(st.ETASeconds) * time.Second).String()
-}
-
-func (wp *weightsProgress) finish() {
-	if wp.p != nil {
-		wp.p.Wait()
+	if st.State != prev || time.Since(wp.said[st.Model]) > 2*time.Second {
+		wp.said[st.Model] = time.Now()
+		wp.Printf("%s: %s %s\n", st.Model, st.State, progressLine(st))
 	}
 }
 
 func progressLine(st prefetch.ModelStatus) string {
 	line := fmt.Sprintf("%s / %s", cli.Bytes(st.BytesDone), cli.Bytes(st.BytesTotal))
 	if st.BytesPerSecond > 0 {
-		line += fmt.Sprintf(", %s, ETA %s", rateStr(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
+		line += fmt.Sprintf(", %s, ETA %s", cli.Rate(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
 	}
 	if st.Reason != "" {
 		line += ": " + st.Reason
@@ -376,13 +318,6 @@ func verifiedSummary(files []prefetch.FileVerification) string {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[m], m))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func rateStr(bps float64) string {
-	if bps >= 1e9 {
-		return fmt.Sprintf("%.2f GB/s", bps/1e9)
-	}
-	return fmt.Sprintf("%.0f MB/s", bps/1e6)
 }
 
 // lockForWeights takes the data dir's lock for the run: staging, journals, blobs and records live

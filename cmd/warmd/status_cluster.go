@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/cli"
-	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/status"
 )
 
 // clusterStatusOptions are `warmd status --cluster`'s flags.
@@ -49,13 +49,13 @@ func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clu
 	if err != nil {
 		return &cli.ExitError{Code: 3, Err: fmt.Errorf("list Nodes: %w (check --kubeconfig and that you may list nodes)", err)}
 	}
-	rows := extender.ClusterRows(nodes.Items, extender.ClusterFilter{Model: o.model, SKU: o.sku})
+	rows := status.ClusterRows(nodes.Items, status.ClusterFilter{Model: o.model, SKU: o.sku})
 	switch output {
 	case "json", "yaml":
 		if rows == nil {
-			rows = []extender.ClusterRow{}
+			rows = []status.ClusterRow{}
 		}
 		return cli.PrintObject(s.Out, output, rows)
 	}
-	return extender.RenderCluster(s.Out, rows, output == "wide")
+	return status.RenderCluster(s.Out, rows, output == "wide")
 }

@@ -4,36 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/cli"
-	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/status"
 )
 
 // TestStatusCluster runs `warmd status --cluster` against a real API server holding Nodes labelled
 // the way warmd's daemons label them.
 func TestStatusCluster(t *testing.T) {
 	env := kubeenv.Start(t)
-	user, err := env.Env.AddUser(envtest.User{Name: "status-cluster", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := env.Kubeconfig(t, "status-cluster", "")
 	node := func(name, sku, warm string, labels, ann map[string]string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"warmd.io/gpu.sku": sku, "warmd.io/warm": warm}, Annotations: ann}}
 		for k, v := range labels {
@@ -86,7 +72,7 @@ func TestStatusCluster(t *testing.T) {
 		}
 	})
 	t.Run("json filtered by sku", func(t *testing.T) {
-		var rows []extender.ClusterRow
+		var rows []status.ClusterRow
 		if err := json.Unmarshal([]byte(run(t, "--sku", "h100", "-o", "json")), &rows); err != nil {
 			t.Fatal(err)
 		}

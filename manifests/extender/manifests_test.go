@@ -4,16 +4,11 @@
 package extender_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -39,82 +33,26 @@ import (
 	schedv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
+	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/metrics"
 )
 
-type doc struct {
-	file string
-	raw  []byte
-	obj  *unstructured.Unstructured
-}
+type doc = manifesttest.Doc
 
+// load reads dir's kustomization, failing on a YAML file it does not list (never applied).
 func load(t *testing.T, dir string) []doc {
 	t.Helper()
-	var k struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
+	for _, f := range manifesttest.Unlisted(t, dir) {
+		t.Errorf("%s is not listed in %s/kustomization.yaml, so it is never applied", f, dir)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(b, &k); err != nil {
-		t.Fatalf("%s/kustomization.yaml: %v", dir, err)
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	for _, f := range files {
-		if b := filepath.Base(f); b != "kustomization.yaml" && !slices.Contains(k.Resources, b) {
-			t.Errorf("%s is not listed in %s/kustomization.yaml, so it is never applied", f, dir)
-		}
-	}
-	var out []doc
-	for _, f := range k.Resources {
-		data, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatalf("%s lists %s: %v", dir, f, err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			raw, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			js, err := yaml.YAMLToJSON(raw)
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if string(bytes.TrimSpace(js)) == "null" {
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(js); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			out = append(out, doc{file: filepath.Join(dir, f), raw: raw, obj: u})
-		}
-	}
-	return out
+	return manifesttest.Load(t, dir)
 }
 
 func find[T any](t *testing.T, docs []doc, kind, name string) *T {
 	t.Helper()
-	for _, d := range docs {
-		if d.obj.GetKind() == kind && d.obj.GetName() == name {
-			var v T
-			if err := yaml.UnmarshalStrict(d.raw, &v); err != nil {
-				t.Fatalf("%s %s: %v", kind, name, err)
-			}
-			return &v
-		}
-	}
-	t.Fatalf("no %s %s", kind, name)
-	return nil
+	return manifesttest.Find[T](t, docs, kind, name)
 }
 
 // dirs are this directory's kustomizations of built-in kinds (monitoring/ and keda/ need CRDs).
@@ -132,8 +70,8 @@ func loadAll(t *testing.T) []doc {
 func TestStrictDecode(t *testing.T) {
 	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict)
 	for _, d := range loadAll(t) {
-		if _, _, err := codecs.UniversalDeserializer().Decode(d.raw, nil, nil); err != nil {
-			t.Errorf("%s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
+		if _, _, err := codecs.UniversalDeserializer().Decode(d.Raw, nil, nil); err != nil {
+			t.Errorf("%s %s/%s: %v", d.File, d.Obj.GetKind(), d.Obj.GetName(), err)
 		}
 	}
 }
@@ -245,18 +183,18 @@ func TestSchedulerConfigWiring(t *testing.T) {
 func TestMonitorsAndScalersSelectWhatExists(t *testing.T) {
 	services := append(load(t, "."), load(t, "..")...)
 	for _, d := range append(load(t, "monitoring"), load(t, "../monitoring")...) {
-		if d.obj.GetKind() != "ServiceMonitor" {
+		if d.Obj.GetKind() != "ServiceMonitor" {
 			continue
 		}
-		sel, _, _ := unstructured.NestedStringMap(d.obj.Object, "spec", "selector", "matchLabels")
-		ns, _, _ := unstructured.NestedStringSlice(d.obj.Object, "spec", "namespaceSelector", "matchNames")
-		eps, _, _ := unstructured.NestedSlice(d.obj.Object, "spec", "endpoints")
+		sel, _, _ := unstructured.NestedStringMap(d.Obj.Object, "spec", "selector", "matchLabels")
+		ns, _, _ := unstructured.NestedStringSlice(d.Obj.Object, "spec", "namespaceSelector", "matchNames")
+		eps, _, _ := unstructured.NestedSlice(d.Obj.Object, "spec", "endpoints")
 		matched := false
 		for _, s := range services {
-			if s.obj.GetKind() != "Service" || !slices.Contains(ns, s.obj.GetNamespace()) {
+			if s.Obj.GetKind() != "Service" || !slices.Contains(ns, s.Obj.GetNamespace()) {
 				continue
 			}
-			labels := s.obj.GetLabels()
+			labels := s.Obj.GetLabels()
 			ok := len(sel) > 0
 			for k, v := range sel {
 				ok = ok && labels[k] == v
@@ -265,25 +203,25 @@ func TestMonitorsAndScalersSelectWhatExists(t *testing.T) {
 				continue
 			}
 			matched = true
-			ports, _, _ := unstructured.NestedSlice(s.obj.Object, "spec", "ports")
+			ports, _, _ := unstructured.NestedSlice(s.Obj.Object, "spec", "ports")
 			for _, ep := range eps {
 				want := ep.(map[string]any)["port"]
 				if !slices.ContainsFunc(ports, func(p any) bool { return p.(map[string]any)["name"] == want }) {
-					t.Errorf("ServiceMonitor %s scrapes port %v, Service %s has %v", d.obj.GetName(), want, s.obj.GetName(), ports)
+					t.Errorf("ServiceMonitor %s scrapes port %v, Service %s has %v", d.Obj.GetName(), want, s.Obj.GetName(), ports)
 				}
 			}
 		}
 		if !matched {
-			t.Errorf("ServiceMonitor %s (%s) selects no Service", d.obj.GetName(), d.file)
+			t.Errorf("ServiceMonitor %s (%s) selects no Service", d.Obj.GetName(), d.File)
 		}
 	}
 	examples := load(t, "../examples")
 	for _, so := range load(t, "keda") {
-		ref, _, _ := unstructured.NestedStringMap(so.obj.Object, "spec", "scaleTargetRef")
+		ref, _, _ := unstructured.NestedStringMap(so.Obj.Object, "spec", "scaleTargetRef")
 		if !slices.ContainsFunc(examples, func(d doc) bool {
-			return d.obj.GetKind() == ref["kind"] && d.obj.GetName() == ref["name"] && d.obj.GetNamespace() == so.obj.GetNamespace()
+			return d.Obj.GetKind() == ref["kind"] && d.Obj.GetName() == ref["name"] && d.Obj.GetNamespace() == so.Obj.GetNamespace()
 		}) {
-			t.Errorf("ScaledObject %s scales %s %s/%s, which manifests/examples does not create", so.obj.GetName(), ref["kind"], so.obj.GetNamespace(), ref["name"])
+			t.Errorf("ScaledObject %s scales %s %s/%s, which manifests/examples does not create", so.Obj.GetName(), ref["kind"], so.Obj.GetNamespace(), ref["name"])
 		}
 	}
 }
@@ -291,7 +229,7 @@ func TestMonitorsAndScalersSelectWhatExists(t *testing.T) {
 // TestKEDAQueriesUseExportedMetrics keeps the example's queries on metric names warmd registers.
 func TestKEDAQueriesUseExportedMetrics(t *testing.T) {
 	docs := load(t, "keda")
-	so := docs[0].obj
+	so := docs[0].Obj
 	if so.GetKind() != "ScaledObject" || so.GetAPIVersion() != "keda.sh/v1alpha1" {
 		t.Fatalf("keda/scaledobject.yaml holds %s %s", so.GetAPIVersion(), so.GetKind())
 	}
@@ -336,17 +274,17 @@ func applyAll(t *testing.T) *kubeenv.Env {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
 	for _, d := range loadAll(t) {
-		gvk := d.obj.GroupVersionKind()
+		gvk := d.Obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
-			t.Fatalf("%s: %v", d.file, err)
+			t.Fatalf("%s: %v", d.File, err)
 		}
 		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			r = dyn.Resource(m.Resource).Namespace(d.obj.GetNamespace())
+			r = dyn.Resource(m.Resource).Namespace(d.Obj.GetNamespace())
 		}
-		if _, err := r.Apply(ctx, d.obj.GetName(), d.obj, metav1.ApplyOptions{FieldManager: "warmd-extender-manifests-test", Force: true}); err != nil {
-			t.Fatalf("apply %s %s/%s: %v", d.file, d.obj.GetKind(), d.obj.GetName(), err)
+		if _, err := r.Apply(ctx, d.Obj.GetName(), d.Obj, metav1.ApplyOptions{FieldManager: "warmd-extender-manifests-test", Force: true}); err != nil {
+			t.Fatalf("apply %s %s/%s: %v", d.File, d.Obj.GetKind(), d.Obj.GetName(), err)
 		}
 	}
 	return env

@@ -15,6 +15,7 @@ import (
 )
 
 func TestCheckSKU(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		sku string
 		ok  bool
@@ -31,6 +32,7 @@ func TestCheckSKU(t *testing.T) {
 }
 
 func TestLayoutAndNodeLink(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, skuA, nil, "")
 	for _, c := range Components {
 		if st, err := os.Stat(m.Layout().Dir(c)); err != nil || !st.IsDir() {
@@ -48,6 +50,7 @@ func TestLayoutAndNodeLink(t *testing.T) {
 }
 
 func TestIgnoredPaths(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		path string
 		want bool
@@ -72,6 +75,7 @@ func TestIgnoredPaths(t *testing.T) {
 // Triton is still writing into its tmp dir, and lock files exist: only complete files are captured,
 // and each of the others is captured whole once it is complete.
 func TestCaptureSkipsIncompleteFiles(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, skuA, nil, "")
 	root := m.Layout().Root()
 	if _, err := cachetest.Write(root, cachetest.Small); err != nil {
@@ -143,6 +147,7 @@ func TestCaptureSkipsIncompleteFiles(t *testing.T) {
 
 // TestRecordsSurviveRestart: a new manager over the same data dir knows what is captured.
 func TestRecordsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, skuA, nil, "", func(o *Options) { o.DataDir = dir })
 	cachetest.Write(m.Layout().Root(), cachetest.Small)
@@ -230,6 +235,7 @@ func watching(w *Watcher, dir string) bool {
 // TestManagerSweepsTempFilesAtStart: temp files a killed restore left behind are removed when the
 // manager opens the tree, so neither pods nor capture ever see them.
 func TestManagerSweepsTempFilesAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, skuA, nil, "", func(o *Options) { o.DataDir = dir })
 	d := filepath.Join(m.Layout().Dir(ComponentTriton), "KEY")

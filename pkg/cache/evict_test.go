@@ -31,6 +31,7 @@ func hashDirExists(m *Manager, hash string) bool {
 // TestEvictionHonoursInUseTrees: over budget, the least recently used bundle goes first, unless a
 // running pod uses its tree; use is what MarkUsed recorded, not atime.
 func TestEvictionHonoursInUseTrees(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := time.Unix(1_000_000, 0)
 	var inUse []string
@@ -92,6 +93,7 @@ func TestEvictionHonoursInUseTrees(t *testing.T) {
 }
 
 func TestReportStart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := objstore.NewMemory()
 	a := newManager(t, skuA, store, "cache-hits")

@@ -1,22 +1,16 @@
 package cache
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/credentials"
-
-	"warmd.io/warmd/internal/testenv"
-	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/objstore/objstoretest"
 )
 
 const (
@@ -27,20 +21,7 @@ const (
 // versity returns a client for the test versitygw and a fresh "cache-" bucket.
 func versity(t *testing.T) (objstore.Store, string) {
 	t.Helper()
-	env := testenv.RequireS3(t)
-	bucket := fmt.Sprintf("cache-%d", rand.Uint32())
-	dir := filepath.Join(env.Root, bucket)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	c, err := objstore.NewS3(context.Background(), config.S3{Endpoint: env.Endpoint}, objstore.Options{
-		Credentials: credentials.NewStaticCredentialsProvider(env.AccessKey, env.SecretKey, ""),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, bucket
+	return objstoretest.Versity(t, "cache", objstore.Options{})
 }
 
 // stores runs f against the in-memory fake and, when it is running, versitygw.

@@ -68,6 +68,7 @@ func publish(t *testing.T, m *Manager, comp string, b []byte, sha string, mf any
 // bounds every entry before it is written; a bundle that holds more, other or different files than
 // declared is refused whole, and nothing of it lands.
 func TestRestoreRefusesWhatThePublishedManifestDoesNotDeclare(t *testing.T) {
+	t.Parallel()
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		m := newManager(t, skuA, s, bucket)
 		small := []byte("declared")
@@ -93,6 +94,7 @@ func TestRestoreRefusesWhatThePublishedManifestDoesNotDeclare(t *testing.T) {
 // TestRestoreWithoutPublishedManifestIsBoundByTheIndex: with no manifest object, the index entry's
 // declared size caps what the bundle may write.
 func TestRestoreWithoutPublishedManifestIsBoundByTheIndex(t *testing.T) {
+	t.Parallel()
 	m := newManager(t, skuA, objstore.NewMemory(), "cache-mem")
 	b, sha := hostileBundle(t, map[string][]byte{"K/k.cubin": bytes.Repeat([]byte{0}, 8<<20)}, bundle.Manifest{SKU: skuA, Component: ComponentTriton})
 	publish(t, m, ComponentTriton, b, sha, nil, IndexEntry{Bytes: 4096})
@@ -111,6 +113,7 @@ func TestRestoreWithoutPublishedManifestIsBoundByTheIndex(t *testing.T) {
 // TestForgedManifestFieldsAreRefused: versions must be what the paths show and the node a node name;
 // neither is text a bundle's writer may choose, since both are shown by `cache ls` and miss reasons.
 func TestForgedManifestFieldsAreRefused(t *testing.T) {
+	t.Parallel()
 	files := map[string][]byte{"torch_compile_cache/abcdef0123/rank_0_0/backbone/x.py": []byte("x")}
 	for name, mf := range map[string]bundle.Manifest{
 		"versions": {SKU: skuA, Component: ComponentVLLM, Versions: map[string][]string{"vllm-cache-hash": {secret}}},
@@ -135,6 +138,7 @@ func TestForgedManifestFieldsAreRefused(t *testing.T) {
 // TestBucketTextIsNeverQuoted: an index or manifest object that is not what warmd writes is refused
 // with an error naming the object, the field and the offset, never the object's text.
 func TestBucketTextIsNeverQuoted(t *testing.T) {
+	t.Parallel()
 	for name, body := range map[string]string{
 		"not json":          secret,
 		"bad json":          `{"schema":1,"sku":"` + skuA + `","bundles":[` + secret + `]}`,
@@ -179,6 +183,7 @@ func TestBucketTextIsNeverQuoted(t *testing.T) {
 // TestTamperedRecordIsNotTrusted: a record naming a path outside its tree (records are warmd's, but
 // eviction deletes what they name) is skipped at load, and nothing outside is evicted.
 func TestTamperedRecordIsNotTrusted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m := newManager(t, skuA, nil, "", func(o *Options) { o.DataDir = dir })
 	victim := filepath.Join(dir, "victim")

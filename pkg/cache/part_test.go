@@ -41,6 +41,7 @@ func newTestPart(t *testing.T, store objstore.Store, sku func() string) (*Part, 
 // watches, captures what a "pod" writes after the quiet period, uploads it, and publishes status and
 // metrics; a second node's part restores it at start.
 func TestPartCapturesUploadsAndReports(t *testing.T) {
+	t.Parallel()
 	store := objstore.NewMemory()
 	var mu sync.Mutex
 	sku := ""
@@ -90,6 +91,7 @@ func TestPartCapturesUploadsAndReports(t *testing.T) {
 }
 
 func TestPartDisabled(t *testing.T) {
+	t.Parallel()
 	cfg := &config.NodeConfig{DataDir: t.TempDir()}
 	cfg.CompileCache.Disabled = true
 	p, err := NewPart(daemon.Deps{Config: cfg}, PartOptions{SKU: func() string { return skuA }})
@@ -102,6 +104,7 @@ func TestPartDisabled(t *testing.T) {
 // counting each new one once (starts recorded before it began were the previous run's), and is ready
 // once its SKU's tree is open, not before the SKU is known.
 func TestPartFollowsRecordedStarts(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	sku := ""
 	p, st, m, _ := newTestPart(t, objstore.NewMemory(), func() string { mu.Lock(); defer mu.Unlock(); return sku })

@@ -51,6 +51,7 @@ func checkOutside(t *testing.T, dir string, want map[string]string) {
 // TestEvictionNeverFollowsAPlantedLink: after capture, the pod swaps the kernel dir for a link to a
 // host dir with files of the same names and sizes; eviction frees nothing out there.
 func TestEvictionNeverFollowsAPlantedLink(t *testing.T) {
+	t.Parallel()
 	outside, files := outsideDir(t)
 	clock := time.Unix(1_000_000, 0)
 	m := newManager(t, skuA, nil, "", func(o *Options) {
@@ -81,6 +82,7 @@ func TestEvictionNeverFollowsAPlantedLink(t *testing.T) {
 // TestExtractionRepairsAComponentLink: a component dir a pod replaced with a link is removed (the
 // link, not what it points to) and made a dir again before a restore or import writes into it.
 func TestExtractionRepairsAComponentLink(t *testing.T) {
+	t.Parallel()
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		outside, files := outsideDir(t)
 		a := newManager(t, skuA, s, bucket)
@@ -110,6 +112,7 @@ func TestExtractionRepairsAComponentLink(t *testing.T) {
 // TestCaptureSkipsLinksAndNeverReadsThroughThem: a link to a secret is not captured (and counted),
 // and a kernel dir swapped for a link while captures run never gets a host file into a bundle.
 func TestCaptureSkipsLinksAndNeverReadsThroughThem(t *testing.T) {
+	t.Parallel()
 	outside, files := outsideDir(t)
 	s := objstore.NewMemory()
 	m := newManager(t, skuA, s, "cache-mem")
@@ -179,6 +182,7 @@ func sum256(b []byte) string {
 // TestWatcherNeverWalksThroughALink: a link a pod creates (to a host tree full of dirs) is neither
 // watched nor walked: inotify watches are a node-wide resource the kubelet and containerd need.
 func TestWatcherNeverWalksThroughALink(t *testing.T) {
+	t.Parallel()
 	root, host := t.TempDir(), t.TempDir()
 	for i := range 5 {
 		os.MkdirAll(filepath.Join(host, "usr", strings.Repeat("d", i+1)), 0o755)

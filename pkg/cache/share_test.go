@@ -23,6 +23,7 @@ import (
 // SKU restores A's tree exactly and shares its own new kernel back; node C of another SKU finds
 // nothing under its own prefix and refuses A's objects even when they are copied under it.
 func TestTwoNodesExchangeAndOtherSKURefuses(t *testing.T) {
+	t.Parallel()
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		ctx := context.Background()
 		a := newManager(t, skuA, s, bucket)
@@ -148,6 +149,7 @@ func putJSON(t *testing.T, s objstore.Store, bucket, key string, v any) {
 // TestConcurrentPublishKeepsEveryEntry: many nodes of one SKU publish at once; every entry ends up in
 // the newest index, and every generation is a complete index containing its predecessor.
 func TestConcurrentPublishKeepsEveryEntry(t *testing.T) {
+	t.Parallel()
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		ctx := context.Background()
 		const nodes, rounds = 6, 4
@@ -205,6 +207,7 @@ func TestConcurrentPublishKeepsEveryEntry(t *testing.T) {
 // TestRestoreRejectsTamperedBundle: a bundle object whose bytes no longer match its name is refused
 // (the published manifest or the digest catches it) and nothing of it lands in the tree.
 func TestRestoreRejectsTamperedBundle(t *testing.T) {
+	t.Parallel()
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		ctx := context.Background()
 		a := newManager(t, skuA, s, bucket)
@@ -238,6 +241,7 @@ func TestRestoreRejectsTamperedBundle(t *testing.T) {
 
 // TestExportImport: export on one node, import on another of the same SKU; another SKU refuses.
 func TestExportImport(t *testing.T) {
+	t.Parallel()
 	a := newManager(t, skuA, nil, "")
 	cachetest.Write(a.Layout().Root(), cachetest.Small)
 	out := t.TempDir()

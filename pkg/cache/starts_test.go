@@ -8,6 +8,7 @@ import (
 )
 
 func TestReportFromRecordedStart(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	tests := []struct {
 		name     string

@@ -4,9 +4,9 @@
 // optionally filters out Nodes where that model failed (models.warmd.io/<model>=failed). Nodes are read
 // through an informer into an Index parsed once per Node version, so a request costs map lookups.
 //
-// It also owns the other cluster-wide readers of what warmd publishes: the cluster view behind
-// `warmd status --cluster` (ClusterRows) and the replica signal for autoscalers and routers (how long
-// each vLLM pod has been ready, from its Ready condition: ReplicaReadySince, Replicas).
+// It also owns the parsing of what warmd publishes on a Node (Info, LabelName), which the cluster view
+// of `warmd status --cluster` (pkg/status) reads, and the replica signal for autoscalers and routers
+// (how long each vLLM pod has been ready, from its Ready condition: ReplicaReadySince, Replicas).
 //
 // It does not compute predictions (pkg/readiness/predict does, on each node) and writes nothing to the
 // cluster. Pods that name no model get neutral scores and pass every filter: the extender never blocks

@@ -162,13 +162,13 @@ func (ix *Index) modelName(key string) string {
 	if m, ok := ix.names[key]; ok {
 		return m
 	}
-	return labelName(key)
+	return LabelName(key)
 }
 
-// labelName names the model of a models.warmd.io key without the config: the id for a readable key
+// LabelName names the model of a models.warmd.io key without the config: the id for a readable key
 // (model.NameFromLabelKey), else the key's name part (a long or odd id's hashed key, which no id can be
 // read back from).
-func labelName(key string) string {
+func LabelName(key string) string {
 	if m, ok := model.NameFromLabelKey(key); ok {
 		return m
 	}

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -320,5 +321,33 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRemoveTempsOfTouchesOnlyThatName: in a directory several writers share, the sweep of one
+// file's temps leaves the others' temps and every published file alone.
+func TestRemoveTempsOfTouchesOnlyThatName(t *testing.T) {
+	t.Parallel()
+	r, _ := testRoot(t)
+	must(t, r.WriteFile(MustPath("state/a"), []byte("a"), 0o644))
+	must(t, r.WriteFile(MustPath("state/ab"), []byte("ab"), 0o644))
+	for _, name := range []string{"a", "a", "ab"} {
+		tmp, err := r.CreateTemp(MustPath("state"), name)
+		must(t, err)
+		tmp.Close() // a crash between create and commit
+	}
+	if n, err := r.RemoveTempsOf(MustPath("state/a")); n != 2 || err != nil {
+		t.Errorf("RemoveTempsOf(state/a) = %d, %v, want 2", n, err)
+	}
+	es, _ := r.ReadDir(MustPath("state"))
+	var left []string
+	for _, e := range es {
+		left = append(left, e.Name())
+	}
+	if len(left) != 3 || !strings.HasPrefix(left[0], ".ab.warmd-tmp-") || left[1] != "a" || left[2] != "ab" {
+		t.Errorf("left %q, want ab's temp, a and ab", left)
+	}
+	if n, err := r.RemoveTempsOf(MustPath("missing/x")); n != 0 || err != nil {
+		t.Errorf("RemoveTempsOf in a missing dir = %d, %v", n, err)
 	}
 }

@@ -362,3 +362,31 @@ func (r *Root) RemoveTemps(dir Path) (int, error) {
 	}
 	return n, nil
 }
+
+// RemoveTempsOf removes the temps WriteFile (or CreateTemp with p's base as pattern) left for p
+// alone, for a file whose directory other writers share; it returns how many it removed. Call it
+// only where no write of p can be in flight (an owner at its start, under the data dir lock).
+func (r *Root) RemoveTempsOf(p Path) (int, error) {
+	pattern := p.Base()
+	if len(pattern) > 200 {
+		pattern = pattern[:200]
+	}
+	prefix := "." + pattern + tempMarker
+	es, err := r.ReadDir(p.Dir())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	n := 0
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if err := r.RemoveAll(p.Dir().Join(Path{s: e.Name()})); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}

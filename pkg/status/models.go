@@ -82,12 +82,8 @@ func progress(m prefetch.ModelStatus) string {
 	if m.BytesTotal <= 0 {
 		return string(m.State)
 	}
-	pct := m.BytesDone * 100 / m.BytesTotal
 	if m.State == prefetch.StateReady {
 		return fmt.Sprintf("%s verified", cli.Bytes(m.BytesTotal))
 	}
-	const cells = 20
-	full := int(m.BytesDone * cells / m.BytesTotal)
-	return fmt.Sprintf("[%s%s] %3d%% %s/%s %s", strings.Repeat("#", full), strings.Repeat(".", cells-full), pct,
-		cli.Bytes(m.BytesDone), cli.Bytes(m.BytesTotal), m.State)
+	return fmt.Sprintf("%s %s/%s %s", cli.TextBar(m.BytesDone, m.BytesTotal, 20), cli.Bytes(m.BytesDone), cli.Bytes(m.BytesTotal), m.State)
 }

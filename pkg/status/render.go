@@ -1,6 +1,8 @@
-// Package status renders the node state (/v1/status) for people: a header, then one section per part.
-// Each part's section renderer lives beside this file; sections no renderer knows are listed by name
-// so nothing the daemon reports is hidden. It does no I/O beyond writing to the given writer.
+// Package status renders for people what `warmd status` shows: the node state (/v1/status) as a
+// header, then one section per part, and the cluster view (`--cluster`: every Node × model, from the
+// labels and annotations warmd published, cluster.go). Each part's section renderer lives beside this
+// file; sections no renderer knows are listed by name so nothing the daemon reports is hidden. It does
+// no I/O beyond writing to the given writer: fetching the status or the Nodes is the caller's.
 package status
 
 import (

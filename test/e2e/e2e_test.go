@@ -28,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/internal/testenv"
@@ -79,16 +78,7 @@ func TestTwoNodesWarmUp(t *testing.T) {
 	defer os.RemoveAll(filepath.Join(s3.Root, cacheBucket))
 
 	// The cluster: Nodes A, B and a third node C that runs no warmd (cold).
-	user, err := kenv.Env.AddUser(envtest.User{Name: "warmd-e2e", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(root, "kubeconfig")
-	os.WriteFile(kubeconfig, kc, 0o600)
+	kubeconfig := kenv.Kubeconfig(t, "warmd-e2e", root)
 	for _, name := range []string{"e2e-a", "e2e-b", "e2e-c"} {
 		if _, err := kenv.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "team": "inference"}}}, metav1.CreateOptions{}); err != nil {

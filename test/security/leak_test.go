@@ -19,7 +19,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/prefetch"
@@ -42,18 +41,7 @@ func TestSecretsNeverReachStatusLogsOrTheNode(t *testing.T) {
 	if _, err := kenv.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	user, err := kenv.Env.AddUser(envtest.User{Name: "warmd-sec", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(w.Work, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kenv.Kubeconfig(t, "warmd-sec", w.Work)
 
 	// 1. file:// model whose checksum manifest is a symlink to the canary's secret.
 	src := filepath.Join(w.Work, "src")

@@ -4,6 +4,8 @@
 package kubeenv
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -47,4 +49,27 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatalf("client for test API server: %v", err)
 	}
 	return &Env{Env: e, Config: cfg, Client: cs}
+}
+
+// Kubeconfig adds a user of the API server in the system:masters group and writes a kubeconfig for
+// it into dir (t.TempDir() when empty); it returns the file's path, for a command or a daemon under
+// test to be given with --kubeconfig.
+func (e *Env) Kubeconfig(t testing.TB, user, dir string) string {
+	t.Helper()
+	u, err := e.Env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("add API server user %s: %v", user, err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		t.Fatalf("kubeconfig for %s: %v", user, err)
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

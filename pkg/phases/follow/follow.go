@@ -141,6 +141,11 @@ func New(opts Options) (*Follower, error) {
 		f.log.Warn("phases records unreadable; starting empty", "err", err)
 	}
 	f.records = recs
+	if n, err := sweepRecordTemps(f.recordsPath()); err != nil {
+		f.log.Warn("could not remove temp files of interrupted phases record writes", "err", err)
+	} else if n > 0 {
+		f.log.Info("removed temp files of interrupted phases record writes", "files", n)
+	}
 	for i := range recs {
 		f.keys[recs[i].Key()] = true
 	}

@@ -63,6 +63,17 @@ func loadRecords(path string) ([]phases.Record, error) {
 	return rf.Records, nil
 }
 
+// sweepRecordTemps removes the temps a crash left beside the records file (only its own: the state
+// dir is shared). The follower calls it at its start, before it writes any record.
+func sweepRecordTemps(path string) (int, error) {
+	r, name, err := stateRoot(path)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	return r.RemoveTempsOf(name)
+}
+
 // saveRecords writes the records with fsroot's atomic writer (temp file, fsync, rename, fsync the
 // dir): a crash leaves either the old file or the new one, never a torn one.
 func saveRecords(path string, recs []phases.Record) error {

@@ -33,6 +33,7 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 func TestBudgetEviction(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	models := map[string]fakeModel{}
 	for i, name := range []string{"a", "b", "c", "d"} {
@@ -104,6 +105,7 @@ func TestBudgetEviction(t *testing.T) {
 }
 
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=6m"); err != nil {
 		testenv.Unavailable(t, fmt.Sprintf("cannot mount a tmpfs to fill (run as root, as `make test` in CI does, or with CAP_SYS_ADMIN): %v", err))
@@ -136,6 +138,7 @@ func TestDiskFull(t *testing.T) {
 	}
 }
 
+// TestBandwidthCap measures elapsed time, so it runs alone (no t.Parallel).
 func TestBandwidthCap(t *testing.T) {
 	src := t.TempDir()
 	m := newFakeModel(30, 5<<20+17, 2<<20)

@@ -177,6 +177,14 @@ func New(opts Options) (*Engine, error) {
 	if e.state, err = data.Sub(fsroot.MustPath("state/weights")); err != nil {
 		return nil, fmt.Errorf("weights engine: records dir: %w", err)
 	}
+	// Temps of record writes a crash interrupted (the engine is the dir's one writer, under the data
+	// dir lock, and nothing is being written yet).
+	if n, err := e.state.RemoveTemps(fsroot.Path{}); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("weights engine: records dir: %w", err)
+	} else if n > 0 {
+		opts.Log.Info("removed temp files of interrupted record writes", "files", n)
+	}
 	if opts.CacheRoot != "" {
 		e.cache, err = fsroot.Open(opts.CacheRoot)
 	} else {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestFetchFileSource(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	model := newFakeModel(1, 3<<20+12345, 1<<20, 777)
 	model.writeDir(t, src)
@@ -60,6 +61,7 @@ func toStrings(s []prefetch.State) []string {
 }
 
 func TestLayoutErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		mutate  func(fakeModel)

@@ -21,6 +21,7 @@ func stagingRoot(t *testing.T) (*fsroot.Root, fsroot.Path, string) {
 }
 
 func TestJournal(t *testing.T) {
+	t.Parallel()
 	h := journalHeader{Source: "s3://b/m/", Revision: "main", ChunkSize: 4, Files: []journalFile{{Name: "a", Size: 10}, {Name: "b", Size: 3}}}
 	for _, tc := range []struct {
 		name      string

@@ -48,6 +48,7 @@ func runManager(t *testing.T, cfg *config.NodeConfig, wants func(config.Model) b
 }
 
 func TestManager(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	good := newFakeModel(40, 3<<20+5)
 	good.writeDir(t, filepath.Join(src, "good"))

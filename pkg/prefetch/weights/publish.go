@@ -155,6 +155,10 @@ func (f *fetch) publish() error {
 			e.opts.Log.Warn("could not remove the replaced snapshot", "model", f.m.Name, "err", err)
 		}
 	}
+	// A ref write an earlier crash cut short left its temp in refs/, where nothing else sweeps it.
+	if _, err := root.RemoveTempsOf(mp.ref()); err != nil {
+		e.opts.Log.Warn("could not remove a stale temp beside the ref", "model", f.m.Name, "err", err)
+	}
 	if err := root.WriteFile(mp.ref(), []byte(f.m.Revision), 0o644); err != nil {
 		return diskErr(err)
 	}

@@ -62,6 +62,7 @@ func resumeChild() int {
 // and checks that the model is published intact and that finished chunks were not fetched again:
 // the bytes the store served stay within the model size plus what was in flight at each kill.
 func TestResumeAfterKill(t *testing.T) {
+	t.Parallel()
 	kills := 20
 	if v, _ := strconv.Atoi(os.Getenv("WARMD_WEIGHTS_KILLS")); v > 0 {
 		kills = v // scripts/soak.sh raises it

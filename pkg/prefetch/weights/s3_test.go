@@ -6,14 +6,11 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sys/unix"
@@ -22,6 +19,7 @@ import (
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/objstore/objstoretest"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 )
@@ -36,28 +34,13 @@ type s3Env struct {
 func newS3Env(t testing.TB) s3Env {
 	t.Helper()
 	env := testenv.RequireS3(t)
-	bucket := fmt.Sprintf("weights-eng-%d", rand.Uint32())
-	dir := filepath.Join(env.Root, bucket)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return s3Env{S3: env, bucket: bucket, dir: dir}
+	bucket := objstoretest.NewBucket(t, env, "weights-eng")
+	return s3Env{S3: env, bucket: bucket, dir: filepath.Join(env.Root, bucket)}
 }
 
 func (s s3Env) store(t testing.TB, endpoint, mode string) *objstore.S3 {
 	t.Helper()
-	if endpoint == "" {
-		endpoint = s.Endpoint
-	}
-	st, err := objstore.NewS3(context.Background(), config.S3{Endpoint: endpoint}, objstore.Options{
-		Checksums: mode, Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-		Backoff: objstore.Backoff{Attempts: 6, Base: 5e6, Max: 5e7},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return objstoretest.NewClient(t, s.S3, endpoint, objstore.Options{Checksums: mode, Backoff: objstore.Backoff{Attempts: 6, Base: 5e6, Max: 5e7}})
 }
 
 func s3Engine(t testing.TB, store objstore.Store, dataDir string, mut func(*weights.Options)) *weights.Engine {
@@ -95,6 +78,7 @@ func putMultipart(t testing.TB, c *s3.Client, bucket, key string, b []byte, part
 }
 
 func TestS3Verification(t *testing.T) {
+	t.Parallel()
 	big := "model-00001-of-00002.safetensors"
 	for _, mode := range []string{objstore.ChecksumsWhenRequired, objstore.ChecksumsWhenSupported} {
 		for _, tc := range []struct {
@@ -175,6 +159,7 @@ func TestS3Verification(t *testing.T) {
 }
 
 func TestS3Faults(t *testing.T) {
+	t.Parallel()
 	env := newS3Env(t)
 	direct := env.store(t, "", "")
 	m := newFakeModel(4, 5<<20+99, 3<<20+7, 1234)

@@ -30,6 +30,7 @@ func beside(t *testing.T) (data, src string, c *canary.Dir, m fakeModel) {
 // The engine refuses an unsafe revision itself, whoever calls it: config validation is not the only
 // gate between a revision and snapshots/<rev>, refs/<rev> and the staging dir.
 func TestEngineRefusesUnsafeRevisions(t *testing.T) {
+	t.Parallel()
 	data, src, c, _ := beside(t)
 	e := newEngine(t, data, nil)
 	for _, rev := range []string{"../../../../canary/rev", "../../../../../canary/rev", "a/b", "..", ".", "x\ny", "/abs", strings.Repeat("r", 300)} {
@@ -61,6 +62,7 @@ func TestEngineRefusesUnsafeRevisions(t *testing.T) {
 // could do) is never written, linked or collected through: publishing fails with ErrSymlink and the
 // link's target is untouched. Without that, blob GC deleted every file of the target directory.
 func TestPublishNeverWritesThroughPlantedLinks(t *testing.T) {
+	t.Parallel()
 	for _, planted := range []string{"blobs", "snapshots", "refs", ""} {
 		t.Run("planted-"+planted, func(t *testing.T) {
 			data, src, c, m := beside(t)
@@ -92,6 +94,7 @@ func TestPublishNeverWritesThroughPlantedLinks(t *testing.T) {
 // Check re-verifies on handles: a snapshot entry swapped for a link to a file of the same size
 // elsewhere is not the link warmd made, and a blob swapped for a link is not a blob.
 func TestCheckRefusesSwappedEntries(t *testing.T) {
+	t.Parallel()
 	data, src, c, m := beside(t)
 	e := newEngine(t, data, nil)
 	md := fileModel("acme/m", src)
@@ -128,6 +131,7 @@ func TestCheckRefusesSwappedEntries(t *testing.T) {
 // A name so deep that its snapshot link would not fit a symlink is refused before anything is
 // downloaded, not after.
 func TestKeysTooDeepForTheSnapshotLink(t *testing.T) {
+	t.Parallel()
 	st := objstore.NewMemory()
 	m := newFakeModel(3, 2000)
 	m.put(t, st, "b", "m/", objstore.PutOptions{})
@@ -149,6 +153,7 @@ func TestKeysTooDeepForTheSnapshotLink(t *testing.T) {
 // A checksum manifest that is not a sha256sum list fails the model naming the manifest and the
 // line, never quoting what is on it.
 func TestManifestErrorsQuoteNoContent(t *testing.T) {
+	t.Parallel()
 	const secret = "SECRET-TOKEN-abcdefghijklmnopqrstuvwxyz0123456789-abcdefghijklmn"
 	for _, manifest := range []string{
 		secret + "  config.json\n",                           // 64 characters where the digest goes

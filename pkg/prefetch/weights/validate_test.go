@@ -33,6 +33,7 @@ const secret = "CANARY-SECRET-TOKEN"
 // rule it breaks and publishes nothing. These are the reference loader's rules (safetensors format
 // spec, the safetensors crate's read_metadata and Metadata::validate).
 func TestSafetensorsRules(t *testing.T) {
+	t.Parallel()
 	const f16x6 = `"dtype":"F16","shape":[2,3],"data_offsets":[0,12]`
 	tests := []struct {
 		name string
@@ -109,6 +110,7 @@ func TestSafetensorsRules(t *testing.T) {
 }
 
 func TestConfigJSONMustBeAnObject(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, config, want string
 	}{
@@ -134,6 +136,7 @@ func TestConfigJSONMustBeAnObject(t *testing.T) {
 }
 
 func TestIndexNamesNoOutsideShard(t *testing.T) {
+	t.Parallel()
 	m := newFakeModel(4, 100, 200)
 	m["model.safetensors.index.json"] = []byte(`{"weight_map": {"a": "model-00001-of-00002.safetensors",
 		"b": "../../etc/` + secret + `", "c": "/abs/` + secret + `.safetensors", "d": "` + secret + `.safetensors"}}`)

@@ -91,6 +91,14 @@ func New(opts Options) (*Store, error) {
 		root.Close()
 		return nil, fmt.Errorf("create embedded image store: %w", err)
 	}
+	// Temps of ref writes a crash interrupted: the store's owner holds the data dir lock and has
+	// written nothing yet.
+	if n, err := root.RemoveTemps(refsDir); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("open embedded image store: %w", err)
+	} else if n > 0 {
+		opts.Log.Info("removed temp files of interrupted ref writes", "files", n)
+	}
 	// containerd's local store does its own I/O below content/, naming blobs by validated digests
 	// (digest.Validate: a known algorithm and its hex encoding) and ingests by the sha256 of their
 	// ref, so no name from a registry becomes a path there unchecked.

@@ -36,8 +36,9 @@ func has(t *testing.T, s *embedded.Store, d string) bool {
 	return err == nil
 }
 
+// TestEmbedded covers what only the embedded store has to do itself; pulls by tag and digest,
+// platform selection and release policies are in TestConformance.
 func TestEmbedded(t *testing.T) {
-	reg := imagetest.NewRegistry(t, imagetest.Options{})
 	priv := imagetest.NewRegistry(t, imagetest.Options{User: "u", Pass: "p"})
 	authFile := filepath.Join(t.TempDir(), "config.json")
 	if err := os.WriteFile(authFile, []byte(imagetest.DockerConfig(priv.Host, "u", "p")), 0o600); err != nil {
@@ -51,14 +52,6 @@ func TestEmbedded(t *testing.T) {
 		name  string
 		setup func(t *testing.T) (ref string, want, absent []string)
 	}{
-		{"multi-layer image", func(t *testing.T) (string, []string, []string) {
-			img := reg.PushRandom(t, "warmd-emb/multi:v1", 64<<10, 3)
-			return reg.Ref("warmd-emb/multi:v1"), imagetest.LayerDigests(t, img), nil
-		}},
-		{"multi-platform index: only the node's platform", func(t *testing.T) (string, []string, []string) {
-			_, imgs := reg.PushIndex(t, "warmd-emb/index:v1", 32<<10, 2, "linux/arm64", "linux/amd64")
-			return reg.Ref("warmd-emb/index:v1"), imagetest.LayerDigests(t, imgs[1]), imagetest.LayerDigests(t, imgs[0])
-		}},
 		{"private registry via a docker config.json", func(t *testing.T) (string, []string, []string) {
 			img := priv.PushRandom(t, "warmd-emb/private:v1", 32<<10, 2)
 			return priv.Ref("warmd-emb/private:v1"), imagetest.LayerDigests(t, img), nil

@@ -1,4 +1,4 @@
-package extender
+package status
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/readiness"
@@ -50,7 +51,7 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 		if f.SKU != "" && sku != f.SKU {
 			continue
 		}
-		info := Info(n)
+		info := extender.Info(n)
 		status := readiness.ParseStatus(n.Annotations)
 		models := map[string]bool{}
 		for m := range status.Models {
@@ -67,7 +68,7 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 		}
 		for k := range info.States {
 			if !known[k] { // a label no annotation names: its id when the key is readable, else the key's name
-				m := labelName(k)
+				m := extender.LabelName(k)
 				models[m], keyOf[m] = true, k
 			}
 		}
@@ -138,11 +139,4 @@ func RenderCluster(w io.Writer, rows []ClusterRow, wide bool) error {
 		fmt.Fprintln(tw, "(no Node carries warmd labels for this selection)")
 	}
 	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

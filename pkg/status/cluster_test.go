@@ -1,4 +1,4 @@
-package extender
+package status
 
 import (
 	"strings"
@@ -7,13 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/model"
 )
 
 // TestClusterRowsLabelOnlyModels: a model the Node has a label for but no status annotation names (the
 // annotation was trimmed to its size cap) gets a row with the label's state, whether its key is
 // readable (org--name → org/name) or hashed (a long id, which its name cannot be read back from: the
-// row is named as labelName reads the key).
+// row is named as extender.LabelName reads the key).
 func TestClusterRowsLabelOnlyModels(t *testing.T) {
 	long := "org/" + strings.Repeat("very-long-model-name-", 4) + "7B"
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{
@@ -25,7 +26,7 @@ func TestClusterRowsLabelOnlyModels(t *testing.T) {
 	for _, r := range rows {
 		got[r.Model] = r.State
 	}
-	hashedName := labelName(model.LabelKey(long))
+	hashedName := extender.LabelName(model.LabelKey(long))
 	if len(rows) != 2 || got["org/short"] != "warm" || got[hashedName] != "weights" {
 		t.Fatalf("rows %v, want org/short warm and %s weights", got, hashedName)
 	}
