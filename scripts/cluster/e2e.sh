@@ -25,6 +25,8 @@ if [ ${#only[@]} = 0 ] && [ -z "${WARMD_CLUSTER_IMAGE:-}" ]; then
   export WARMD_CLUSTER_IMAGE=$image
 fi
 export WARMD_CLUSTER_ENV=$envfile
+# helm (the install step renders charts/warmd with it), built and cached by scripts/tools.sh
+eval "$(scripts/tools.sh env | grep '^export WARMD_TEST_HELM=')"
 t=$(date +%s)
 go test -count=1 -v -timeout 15m "${only[@]}" "$@" ./test/cluster/
 echo "cluster e2e: $(($(date +%s) - t))s of tests, $(($(date +%s) - start))s in all (cluster Ready in ${WARMD_CLUSTER_STARTED_S}s)"

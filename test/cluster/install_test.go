@@ -1,13 +1,19 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sigs.k8s.io/yaml"
 
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/nvml"
@@ -44,52 +50,59 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 	if _, err := w.c.Client.CoreV1().ConfigMaps(ns).Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("../../charts/warmd/Chart.yaml"); err == nil {
-		t.Fatal("charts/warmd exists: install it with helm (not written yet)")
+	// The chart, as an operator installs it: `helm template` with a values file (what `helm install -f`
+	// takes), applied server-side. Only the values differ from a production install.
+	repo, tag := splitImage(t, image)
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(w.nodeConfig(false)), &cfg); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("charts/warmd is not in this tree yet: installing from manifests/ and manifests/extender/ with image %s", image)
-	objs := append(kustomizeFiles(t, "../../manifests"), kustomizeFiles(t, "../../manifests/extender")...)
+	values := map[string]any{
+		"image":  map[string]any{"repository": repo, "tag": tag},
+		"config": cfg,
+		"env": []any{secretEnv("AWS_ACCESS_KEY_ID"), secretEnv("AWS_SECRET_ACCESS_KEY"),
+			map[string]any{"name": nvml.EnvRecordedInventory, "value": "/etc/warmd-gpu/inventory.json"}},
+		"extraVolumes":      []any{map[string]any{"name": "gpu", "configMap": map[string]any{"name": "warmd-e2e-gpu"}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "gpu", "mountPath": "/etc/warmd-gpu", "readOnly": true}},
+		"extender": map[string]any{"enabled": true,
+			"tolerations": []any{map[string]any{"key": "warmd.io/cold", "operator": "Exists", "effect": "NoSchedule"}}},
+	}
+	vb, err := yaml.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(vf, vb, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, testenv.Helm(t), "template", "warmd", "../../charts/warmd", "--namespace", ns, "-f", vf)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+	}
+	objs := decodeAll(t, out)
+	t.Logf("installing charts/warmd (helm template, %d objects) with image %s", len(objs), image)
 	for _, o := range objs {
-		switch o.GetKind() + "/" + o.GetName() {
-		case "DaemonSet/warmd":
-			setContainer(t, o, image, []any{
-				secretEnv("AWS_ACCESS_KEY_ID"), secretEnv("AWS_SECRET_ACCESS_KEY"),
-				map[string]any{"name": nvml.EnvRecordedInventory, "value": "/etc/warmd-gpu/inventory.json"},
-			})
-			addVolume(t, o, map[string]any{"name": "gpu", "configMap": map[string]any{"name": "warmd-e2e-gpu"}},
-				map[string]any{"name": "gpu", "mountPath": "/etc/warmd-gpu", "readOnly": true})
-		case "ConfigMap/warmd-config":
-			unstructured.SetNestedField(o.Object, w.nodeConfig(false), "data", "config.yaml")
-		case "Deployment/warmd-extender":
-			setContainer(t, o, image, nil)
-			tol, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "tolerations")
-			tol = append(tol, map[string]any{"key": "warmd.io/cold", "operator": "Exists", "effect": "NoSchedule"})
-			unstructured.SetNestedSlice(o.Object, tol, "spec", "template", "spec", "tolerations")
-		}
 		if err := a.apply(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func secretEnv(key string) map[string]any {
-	return map[string]any{"name": key, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "warmd-s3", "key": key}}}
+// splitImage splits registry/repo:tag into the chart's image.repository and image.tag.
+func splitImage(t *testing.T, image string) (repo, tag string) {
+	t.Helper()
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		t.Fatalf("image %q has no tag", image)
+	}
+	return image[:i], image[i+1:]
 }
 
-// addVolume adds a volume to a workload and mounts it in its first container.
-func addVolume(t *testing.T, o *unstructured.Unstructured, vol, mount map[string]any) {
-	t.Helper()
-	vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
-	if err := unstructured.SetNestedSlice(o.Object, append(vols, vol), "spec", "template", "spec", "volumes"); err != nil {
-		t.Fatal(err)
-	}
-	cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-	c := cs[0].(map[string]any)
-	mounts, _ := c["volumeMounts"].([]any)
-	c["volumeMounts"] = append(mounts, mount)
-	if err := unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers"); err != nil {
-		t.Fatal(err)
-	}
+func secretEnv(key string) map[string]any {
+	return map[string]any{"name": key, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "warmd-s3", "key": key}}}
 }
 
 // setContainer sets the image of a workload's first container and appends env to it.
