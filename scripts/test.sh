@@ -8,8 +8,7 @@ start=$(date +%s)
 mapfile -t pkgs < <(go list ./... | grep -vx 'warmd.io/warmd/test/cluster')
 scripts/with-testenv.sh go test -race -timeout 40m -count=1 "${pkgs[@]}"
 echo "make test: packages $(( $(date +%s) - start ))s"
-# The cluster itself (TestNodeRunsPods). TestWarmdOnARealNode (warmd installed with the image `make
-# image` builds) is not run here yet: its install step has no helm path and its later steps have never
-# passed (issue 15's note says where it stands); `make cluster-e2e` runs it alone.
-scripts/cluster/e2e.sh --node-only -race
+# All of test/cluster: the cluster itself (TestNodeRunsPods), then warmd installed from charts/warmd with
+# the image `make image` builds and pushes to the node's registry (TestWarmdOnARealNode).
+scripts/cluster/e2e.sh -race
 echo "make test: $(( $(date +%s) - start ))s"
