@@ -10,6 +10,7 @@ package assemble
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -91,12 +92,6 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		return daemon.Assembly{}, err
 	}
 
-	// 8. Readiness: every section above → warm state → the Node's labels, condition and predictions.
-	rd, err := readiness.New(d, readiness.Options{Input: fromstate.Input})
-	if err != nil {
-		return daemon.Assembly{}, err
-	}
-
 	parts := []daemon.Part{d.Node, gpu, img, wts}
 	if cc != nil { // nil with compileCache.disabled
 		parts = append(parts, cc)
@@ -107,6 +102,13 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	parts = append(parts, ph)
 	if kc != nil {
 		parts = append(parts, kc)
+	}
+
+	// 8. Readiness: every section above → warm state → the Node's labels, condition and predictions;
+	// its first write waits for the first pass of the parts above.
+	rd, err := readiness.New(d, readiness.Options{Input: fromstate.Input, Upstream: slices.Clone(parts)})
+	if err != nil {
+		return daemon.Assembly{}, err
 	}
 	parts = append(parts, rd)
 	return daemon.Assembly{Parts: parts, Shared: []daemon.Reconfigurable{models}}, nil

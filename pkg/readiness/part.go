@@ -56,6 +56,11 @@ type Part struct {
 	writer  *Writer
 	events  *Events
 	metrics *metrics.Readiness
+	clk     clock.WithTicker
+
+	upstream []daemon.Part // waited for before the first write (Options.Upstream)
+	grace    time.Duration // at most this long (Options.FirstPassGrace)
+	waiting  string        // why the first write waits; empty once it no longer does
 
 	mu  sync.Mutex
 	cfg *config.NodeConfig
@@ -74,7 +79,22 @@ type Options struct {
 	Input InputFunc
 	// Clock paces the Node writer; clock.RealClock when nil (tests pass a fake one).
 	Clock clock.WithTicker
+	// Upstream are the parts whose facts the Input reads. The first write of the Node waits until
+	// each has finished its first pass (Ready() == nil), at most FirstPassGrace: on a restart the
+	// Node still carries the last run's labels, and writing before, say, the image part has looked
+	// into containerd again would flip a warm model to cold and back (two writes, a condition
+	// transition and a moment in which a scheduler sees the node cold for nothing).
+	Upstream []daemon.Part
+	// FirstPassGrace bounds that wait (default DefaultFirstPassGrace): a part that cannot finish
+	// (containerd down) must not keep labels that may no longer be true on the Node for long.
+	FirstPassGrace time.Duration
 }
+
+// DefaultFirstPassGrace is how long the first Node write waits for the upstream parts' first pass.
+// Their first passes are local checks (containerd's image list, the weights' journal, the compile
+// cache's tree), normally done in a second or two; a minute covers a slow disk without leaving a
+// stale label up for long.
+const DefaultFirstPassGrace = time.Minute
 
 // New returns the readiness part. With an API client in d (d.Kube, and d.Node watching this node) it
 // is Part, which writes the Node; without one (readiness.disabled) it is the API-less LocalPart, which
@@ -89,7 +109,12 @@ func New(d daemon.Deps, o Options) (daemon.Part, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	return newPart(d, o.Clock, o.Input), nil
+	if o.FirstPassGrace <= 0 {
+		o.FirstPassGrace = DefaultFirstPassGrace
+	}
+	p := newPart(d, o.Clock, o.Input)
+	p.upstream, p.grace = o.Upstream, o.FirstPassGrace
+	return p, nil
 }
 
 // RESTConfig loads the kubeconfig at path, or the in-cluster config when path is empty.
@@ -115,7 +140,7 @@ func newPart(d daemon.Deps, clk clock.WithTicker, input InputFunc) *Part {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Part{store: d.Store, log: log, input: input, cfg: d.Config, rc: make(chan struct{}, 1)}
+	p := &Part{store: d.Store, log: log, input: input, cfg: d.Config, rc: make(chan struct{}, 1), clk: clk}
 	p.st = Status{Node: d.Config.NodeName, StartupTaint: d.Config.Readiness.StartupTaint}
 	p.watcher = d.Node
 	var m = d.Metrics
@@ -143,6 +168,9 @@ func (p *Part) Name() string { return "readiness" }
 func (p *Part) Ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.waiting != "" {
+		return fmt.Errorf("first write of the Node waits for the first pass of %s", p.waiting)
+	}
 	if p.st.LastSync == nil {
 		return errors.New("first write of the Node's labels and condition not done")
 	}
@@ -185,6 +213,9 @@ func (p *Part) loop(ctx context.Context) error {
 		return nil
 	case <-p.watcher.Synced():
 	}
+	if !p.awaitUpstream(ctx) {
+		return nil
+	}
 	for {
 		storeCh, nodeCh := p.store.Changed(), p.watcher.Changed()
 		p.mu.Lock()
@@ -212,6 +243,43 @@ func (p *Part) loop(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// awaitUpstream holds the first write until every upstream part has finished its first pass or the
+// grace is over (then it writes what is known and logs which parts were late). False when ctx ended.
+func (p *Part) awaitUpstream(ctx context.Context) bool {
+	deadline := p.clk.Now().Add(p.grace)
+	tick := p.clk.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	defer p.setWaiting("")
+	for {
+		var late []string
+		for _, u := range p.upstream {
+			if u.Ready() != nil {
+				late = append(late, u.Name())
+			}
+		}
+		if len(late) == 0 {
+			return true
+		}
+		if !p.clk.Now().Before(deadline) {
+			p.log.Warn("writing the Node before every part finished its first pass",
+				"late", late, "waited", p.grace.String())
+			return true
+		}
+		p.setWaiting(fmt.Sprintf("%v (at most %s)", late, p.grace))
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C():
+		}
+	}
+}
+
+func (p *Part) setWaiting(s string) {
+	p.mu.Lock()
+	p.waiting = s
+	p.mu.Unlock()
 }
 
 // setPredictions exports the predictions as the warmd_predicted_ready_seconds gauge (series of models

@@ -2,9 +2,12 @@ package readiness_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +145,93 @@ func TestWriterBatches(t *testing.T) {
 	t.Logf("%d inputs → %d PATCH requests", burst, patches)
 	if patches >= burst/5 {
 		t.Errorf("%d inputs made %d PATCH requests: not batched", burst, patches)
+	}
+}
+
+// slowPart is an upstream part whose first pass finishes when the test says so.
+type slowPart struct{ done atomic.Bool }
+
+func (s *slowPart) Name() string                  { return "slow" }
+func (s *slowPart) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (s *slowPart) Ready() error {
+	if s.done.Load() {
+		return nil
+	}
+	return errors.New("first pass not done")
+}
+
+// TestFirstWriteWaitsForUpstream: on a restart the Node still carries the last run's labels; the first
+// write waits for the upstream parts' first pass, so facts not looked at yet never flip the Node; a
+// part that never finishes holds the write back only for the grace.
+func TestFirstWriteWaitsForUpstream(t *testing.T) {
+	env := kubeenv.Start(t)
+	for _, tc := range []struct {
+		name   string
+		finish bool // the upstream part finishes its first pass; else the grace runs out
+	}{{"upstream finishes", true}, {"grace runs out", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "readiness-first-pass-" + map[bool]string{true: "done", false: "grace"}[tc.finish]
+			createNode(t, env.Client, name)
+			cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: name,
+				Models: []config.Model{{Name: "Qwen/Qwen2.5-7B-Instruct", Source: "s3://m/q/"}}}
+			cfg.Default()
+			up := &slowPart{}
+			// Until the upstream part looked, its facts say cold (as an image part that has not yet
+			// listed containerd's images would).
+			input := func(_ state.Snapshot, c *config.NodeConfig, wants func(config.Model) bool) readiness.Input {
+				in := readiness.Input{SKU: "h100"}
+				for _, m := range c.Models {
+					mi := readiness.ModelInput{Name: m.Name, Wants: wants(m), Weights: readiness.WeightsFacts{Revision: m.Revision}}
+					if up.done.Load() {
+						mi.Weights.VerifiedRevision = m.Revision
+					}
+					in.Models = append(in.Models, mi)
+				}
+				return in
+			}
+			view := nodewatch.New(env.Client, name)
+			grace := time.Hour
+			if !tc.finish {
+				grace = 2 * time.Second
+			}
+			p, err := readiness.New(daemon.Deps{Config: cfg, Store: state.New(nil), Kube: env.Client, Node: view},
+				readiness.Options{Input: input, Upstream: []daemon.Part{up}, FirstPassGrace: grace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := getNode(t, env.Client, name).ResourceVersion
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 2)
+			go func() { done <- view.Run(ctx) }()
+			go func() { done <- p.Run(ctx) }()
+			defer func() {
+				cancel()
+				for range 2 {
+					if err := <-done; err != nil {
+						t.Errorf("part: %v", err)
+					}
+				}
+			}()
+			waitFor(t, "the wait named in Ready", func() bool {
+				err := p.Ready()
+				return err != nil && strings.Contains(err.Error(), "waits for the first pass of [slow]")
+			})
+			if tc.finish {
+				time.Sleep(time.Second) // several of the writer's rounds, had it not waited
+				if rv := getNode(t, env.Client, name).ResourceVersion; rv != before {
+					t.Fatalf("the Node was written (resourceVersion %s → %s) before the upstream part's first pass", before, rv)
+				}
+				up.done.Store(true)
+				waitFor(t, "warm label after the first pass", func() bool {
+					return getNode(t, env.Client, name).Labels["models.warmd.io/Qwen--Qwen2.5-7B-Instruct"] == "warm"
+				})
+			} else {
+				waitFor(t, "a write after the grace", func() bool {
+					_, ok := getNode(t, env.Client, name).Labels["models.warmd.io/Qwen--Qwen2.5-7B-Instruct"]
+					return ok
+				})
+			}
+			waitFor(t, "ready after the first write", func() bool { return p.Ready() == nil })
+		})
 	}
 }

@@ -236,8 +236,8 @@ api: {listen: '127.0.0.1:0'}
 	time.Sleep(3 * time.Second) // a few writer rounds
 	after, _ := kenv.Client.CoreV1().Nodes().Get(ctx, "e2e-a", metav1.GetOptions{})
 	if after.ResourceVersion != before.ResourceVersion {
-		t.Errorf("restarting warmd on A changed its Node (resourceVersion %s → %s): labels %v annotations %v",
-			before.ResourceVersion, after.ResourceVersion, after.Labels, after.Annotations)
+		t.Errorf("restarting warmd on A changed its Node (resourceVersion %s → %s): labels %v annotations %v\nbefore: %s\nafter: %s",
+			before.ResourceVersion, after.ResourceVersion, after.Labels, after.Annotations, nodeWrites(before), nodeWrites(after))
 	}
 }
 
@@ -313,4 +313,18 @@ func prioritize(t *testing.T, kenv *kubeenv.Env, ctx context.Context, nodes []st
 	}
 	t.Logf("extender scores: %v", out)
 	return out
+}
+
+// nodeWrites says who last wrote a Node and what its conditions and taints are, so a failed "no write"
+// check names the writer.
+func nodeWrites(n *corev1.Node) string {
+	var b strings.Builder
+	for _, m := range n.ManagedFields {
+		fmt.Fprintf(&b, "[%s %s %s %v] ", m.Manager, m.Operation, m.Subresource, m.Time)
+	}
+	for _, c := range n.Status.Conditions {
+		fmt.Fprintf(&b, "{%s=%s %s %q hb=%v tr=%v} ", c.Type, c.Status, c.Reason, c.Message, c.LastHeartbeatTime, c.LastTransitionTime)
+	}
+	fmt.Fprintf(&b, "taints=%v", n.Spec.Taints)
+	return b.String()
 }
