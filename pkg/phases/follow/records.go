@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"warmd.io/warmd/pkg/fsroot"
@@ -138,8 +139,12 @@ func (f *Follower) record(s *stream, r phases.Result) {
 		f.problem = ""
 	}
 	f.observe(rec)
+	total := "unknown" // a start cut short before its first timed line has no total
+	if r.TotalSeconds != nil {
+		total = strconv.FormatFloat(*r.TotalSeconds, 'f', 1, 64)
+	}
 	f.log.Info("vLLM start recorded", "pod", s.pod.namespace+"/"+s.pod.name, "container", s.pod.container,
-		"restart", s.restart, "outcome", r.Outcome, "compileCache", r.CompileCache, "totalSeconds", r.TotalSeconds)
+		"restart", s.restart, "outcome", r.Outcome, "compileCache", r.CompileCache, "totalSeconds", total)
 }
 
 func isDirProblem(p string) bool { return len(p) > 16 && p[:16] == "read pod log dir" }
