@@ -241,7 +241,13 @@ func TestWatchRefusesOversizedReload(t *testing.T) {
 	go Watch(ctx, p, []byte(base), 50*time.Millisecond, func(_ *NodeConfig, err error) { got <- err })
 	time.Sleep(100 * time.Millisecond)
 	big := base + "# " + strings.Repeat("x", 2*MaxFileBytes) + "\n"
-	if err := os.WriteFile(p, []byte(big), 0o644); err != nil {
+	// Replaced whole, as a ConfigMap update is: written in place, the watcher may read the file while
+	// it is still empty (truncated, not yet written) and rightly report that first.
+	tmp := filepath.Join(dir, ".config.yaml.new")
+	if err := os.WriteFile(tmp, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
 		t.Fatal(err)
 	}
 	select {
