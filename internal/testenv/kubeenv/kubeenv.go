@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,7 +31,10 @@ type Option func(*envtest.Environment)
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	assets := testenv.Assets(t)
-	e := &envtest.Environment{BinaryAssetsDirectory: assets}
+	// envtest's 20 s per component is not enough on a 2-core CI machine running every package at once
+	// (a restarted kube-apiserver timed out there); a slow start is not what these tests test.
+	e := &envtest.Environment{BinaryAssetsDirectory: assets,
+		ControlPlaneStartTimeout: 2 * time.Minute, ControlPlaneStopTimeout: time.Minute}
 	for _, o := range opts {
 		o(e)
 	}
