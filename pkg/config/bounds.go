@@ -54,6 +54,8 @@ var (
 			"start records are kept in memory and in the state file"},
 		"prewarm.memAvailablePercent": {"prewarm.memAvailablePercent", "Prewarm.MemAvailablePercent", 1, 90,
 			"a share of the memory free at the start; above 90% a pre-warm evicts what running pods need"},
+		"peers.maxPeers": {"peers.maxPeers", "Peers.MaxPeers", 1, 64,
+			"each peer holds connections and a share of the fetch; past 64 a peer's share is too small to pay its setup"},
 		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
 			"the GPUs one vLLM instance spans"},
 	}
@@ -78,6 +80,8 @@ var (
 			"one ranged GET; smaller chunks cost a request each, larger ones hold memory and retry slowly"},
 		"prewarm.maxBytes": {"prewarm.maxBytes", "Prewarm.MaxBytes", false, "1Mi", "1Ei",
 			"bytes read into the page cache per pre-warm; under 1Mi nothing is warmed (did you forget the unit, e.g. 64Gi?)"},
+		"peers.uploadLimit": {"peers.uploadLimit", "Peers.UploadLimit", false, "1Mi", "1Ti",
+			"bytes per second served to peers; under 1Mi a peer is slower than the origin (did you forget the unit, e.g. 256Mi?)"},
 		"compileCache.budget": {"compileCache.budget", "CompileCache.Budget", true, "1Mi", "1Ei",
 			"a budget under 1Mi evicts every cache (did you forget the unit, e.g. 50Gi?)"},
 	}
