@@ -21,3 +21,7 @@ func WeightsURL(base, model, revision, file string) string {
 	q := url.Values{"model": {model}, "revision": {revision}, "file": {file}}
 	return base + WeightsPath + "?" + q.Encode()
 }
+
+// HeaderSize carries the size of the file the peer holds, so a fetcher can refuse a peer whose copy
+// differs from the origin's identity before reading a byte of it.
+const HeaderSize = "X-Warmd-Size"

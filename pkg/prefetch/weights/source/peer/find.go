@@ -1,0 +1,125 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// WarmValues are the values of a model's Node label (models.warmd.io/<model>, written by
+// pkg/readiness) that mean the node holds the model's weights verified: "warm", and "weights" (weights
+// verified, something else missing). Only such nodes are asked.
+var WarmValues = []string{"warm", "weights"}
+
+// Find returns the base URLs (http://InternalIP:port) of up to k nodes other than self whose label
+// labelKey says they hold the model's weights verified, in random order so a node group spreads its
+// load over every warm node rather than the first k.
+func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
+	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		if n.Name == self {
+			continue
+		}
+		if ip := internalIP(n); ip != "" {
+			out = append(out, "http://"+net.JoinHostPort(ip, port))
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out[:min(k, len(out))], nil
+}
+
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// TokenFile reads a projected ServiceAccount token, again once a minute: the kubelet rotates the file
+// well before the token expires.
+type TokenFile struct {
+	Path string
+	mu   sync.Mutex
+	tok  string
+	read time.Time
+}
+
+// Token returns the token.
+func (t *TokenFile) Token() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tok != "" && time.Since(t.read) < time.Minute {
+		return t.tok, nil
+	}
+	b, err := os.ReadFile(t.Path)
+	if err != nil {
+		return "", fmt.Errorf("read peer token (peers.tokenFile): %w", err)
+	}
+	if len(b) > 16<<10 {
+		return "", fmt.Errorf("peer token %s: %d bytes is not a token", t.Path, len(b))
+	}
+	t.tok, t.read = strings.TrimSpace(string(b)), time.Now()
+	return t.tok, nil
+}
+
+// Wrap returns an opener that puts the peers of each model in front of the source open returns, for
+// the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With
+// peers off it returns open.
+func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c kubernetes.Interface, cfg *config.NodeConfig,
+	m *metrics.Peers, log *slog.Logger) func(context.Context, config.Model) (prefetch.Source, error) {
+	if !cfg.Peers.Enabled || c == nil {
+		return open
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("part", "weights")
+	_, port, _ := net.SplitHostPort(cfg.Peers.Listen)
+	names := make([]string, 0, len(cfg.Models))
+	for _, md := range cfg.Models {
+		names = append(names, md.Name)
+	}
+	keys := model.LabelKeys(names)
+	tf := &TokenFile{Path: cfg.Peers.TokenFile}
+	return func(ctx context.Context, md config.Model) (prefetch.Source, error) {
+		origin, err := open(ctx, md)
+		if err != nil {
+			return nil, err
+		}
+		peers, err := Find(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers)
+		if err != nil { // still wrapped: the status then says every byte came from the origin
+			log.Warn("no peers for this download; reading the origin", "model", md.Name, "err", err)
+		}
+		if len(peers) > 0 {
+			log.Info("downloading with peers", "model", md.Name, "peers", peers)
+		}
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Peers: peers, Token: tf.Token, Log: log}
+		if m != nil { // nil in tests that build the opener alone
+			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
+			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }
+		}
+		return New(o), nil
+	}
+}
