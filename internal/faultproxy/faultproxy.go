@@ -46,12 +46,16 @@ type Proxy struct {
 }
 
 // Start proxies to target (http://127.0.0.1:PORT).
-func Start(target string) (*Proxy, error) {
+func Start(target string) (*Proxy, error) { return StartOn("127.0.0.1:0", target) }
+
+// StartOn is Start listening on addr: a test world with one address per node (127.0.0.x and a port
+// every node shares) puts a faulty node's proxy where the node would be.
+func StartOn(addr, target string) (*Proxy, error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("fault proxy target %q is not a URL", target)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
