@@ -57,11 +57,13 @@ func internalIP(n corev1.Node) string {
 	return ""
 }
 
-// TokenFile reads a projected ServiceAccount token, again once a minute: the kubelet rotates the file
-// well before the token expires.
+// TokenFile reads a projected ServiceAccount token, again once MaxAge passed: the kubelet rotates the
+// file well before the token expires (at 80% of its life), so a minute-old copy is always valid.
 type TokenFile struct {
 	Path string
-	mu   sync.Mutex
+	// MaxAge is how long a read token is reused. Default 1m.
+	MaxAge time.Duration
+	mu     sync.Mutex
 	tok  string
 	read time.Time
 }
@@ -70,7 +72,11 @@ type TokenFile struct {
 func (t *TokenFile) Token() (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.tok != "" && time.Since(t.read) < time.Minute {
+	age := t.MaxAge
+	if age <= 0 {
+		age = time.Minute
+	}
+	if t.tok != "" && time.Since(t.read) < age {
 		return t.tok, nil
 	}
 	b, err := os.ReadFile(t.Path)
