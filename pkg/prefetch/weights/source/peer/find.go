@@ -64,8 +64,8 @@ type TokenFile struct {
 	// MaxAge is how long a read token is reused. Default 1m.
 	MaxAge time.Duration
 	mu     sync.Mutex
-	tok  string
-	read time.Time
+	tok    string
+	read   time.Time
 }
 
 // Token returns the token.
