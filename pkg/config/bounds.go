@@ -68,6 +68,8 @@ var (
 			"below 1s entries are captured while still being written; above an hour new kernels are shared too late"},
 		"compileCache.restoreInterval": {"compileCache.restoreInterval", "CompileCache.RestoreInterval", 10 * time.Second, 24 * time.Hour,
 			"below 10s every node polls the shared index nonstop; above a day other nodes' bundles arrive too late"},
+		"peers.seedWait": {"peers.seedWait", "Peers.SeedWait", time.Second, 24 * time.Hour,
+			"how long a node waits for a seed to fetch from the origin; past a day a stuck seed stalls the fleet"},
 		"readiness.resync": {"readiness.resync", "Readiness.Resync", 10 * time.Second, 24 * time.Hour,
 			"below 10s every node loads the API server; above a day drift on the Node is never corrected"},
 	}

@@ -98,6 +98,7 @@ func TestDurationBounds(t *testing.T) {
 		"compileCache.quietPeriod":     func(c *NodeConfig, v time.Duration) { c.CompileCache.QuietPeriod.Duration = v },
 		"compileCache.restoreInterval": func(c *NodeConfig, v time.Duration) { c.CompileCache.RestoreInterval.Duration = v },
 		"readiness.resync":             func(c *NodeConfig, v time.Duration) { c.Readiness.Resync.Duration = v },
+		"peers.seedWait":               func(c *NodeConfig, v time.Duration) { c.Peers.SeedWait.Duration = v },
 	}
 	for key, b := range durBounds {
 		for _, tc := range []struct {

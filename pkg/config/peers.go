@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -54,6 +56,11 @@ type Peers struct {
 	UploadLimit resource.Quantity `json:"uploadLimit,omitempty"`
 	// MaxPeers is K, the warm peers one model fetch reads from in parallel. Default 4. Range: 1..64.
 	MaxPeers int `json:"maxPeers,omitempty"`
+	// SeedWait bounds how long a node that finds no warm peer waits while another node that wants the
+	// model and sorts before it by name (the seed) fetches it from the origin. Without the wait, a node
+	// group that starts together would all read the origin at once, which is what peers are for
+	// avoiding. Default 10m. Range: 1s..24h.
+	SeedWait metav1.Duration `json:"seedWait,omitempty"`
 }
 
 func (c *NodeConfig) defaultPeers() {
@@ -66,6 +73,7 @@ func (c *NodeConfig) defaultPeers() {
 		p.UploadLimit = resource.MustParse(DefaultPeerUploadLimit)
 	}
 	setInt(&p.MaxPeers, DefaultMaxPeers)
+	setDur(&p.SeedWait, 10*time.Minute)
 }
 
 // PeerUsername is the API server's user name for the configured ServiceAccount's tokens.
@@ -90,6 +98,7 @@ func (c *NodeConfig) validatePeers(p *problems) {
 	}
 	p.qtyIn("peers.uploadLimit", pc.UploadLimit)
 	p.intIn("peers.maxPeers", pc.MaxPeers, "")
+	p.durIn("peers.seedWait", pc.SeedWait.Duration)
 	if pc.Enabled && c.Readiness.Disabled {
 		p.add("peers.enabled", "needs the API server, but readiness is disabled",
 			"peers are found from Node labels and tokens checked with TokenReview; enable readiness or disable peers")

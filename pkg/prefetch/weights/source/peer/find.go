@@ -48,6 +48,54 @@ func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, po
 	return out[:min(k, len(out))], nil
 }
 
+// ColdValues are the label values of a node that wants the model and is getting it (not warm, not
+// failed): such a node may be the seed others wait for.
+var ColdValues = []string{"cold", "image"}
+
+// Seed returns the name of the node the fleet waits for to fetch the model from the origin first — the
+// first by name of the nodes that want it and do not hold it yet — when that is not self; "" when self
+// is the seed (or no other node wants the model).
+func Seed(ctx context.Context, c kubernetes.Interface, labelKey, self string) (string, error) {
+	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(ColdValues, ","))
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", fmt.Errorf("find the seed: list nodes with %s: %w", sel, err)
+	}
+	seed := ""
+	for _, n := range nodes.Items {
+		if n.Name < self && (seed == "" || n.Name < seed) {
+			seed = n.Name
+		}
+	}
+	return seed, nil
+}
+
+// findOrWait returns warm peers, waiting up to wait (polling every poll) while another node is the seed
+// and no peer is warm yet.
+func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
+	deadline := time.Now().Add(wait)
+	logged := false
+	for {
+		peers, err := Find(ctx, c, labelKey, self, port, k)
+		if err != nil || len(peers) > 0 {
+			return peers, err
+		}
+		seed, err := Seed(ctx, c, labelKey, self)
+		if err != nil || seed == "" || time.Now().After(deadline) {
+			return nil, err
+		}
+		if !logged {
+			log.Info("no warm peer yet: waiting while the seed fetches from the origin", "seed", seed, "wait", wait)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
 func internalIP(n corev1.Node) string {
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
@@ -114,14 +162,12 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		if err != nil {
 			return nil, err
 		}
-		peers, err := Find(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers)
-		if err != nil { // still wrapped: the status then says every byte came from the origin
-			log.Warn("no peers for this download; reading the origin", "model", md.Name, "err", err)
+		// Found at the first chunk, not now: a model already published is never fetched, so its
+		// node never waits for a seed. Without peers the source still counts every byte as the origin's.
+		discover := func(ctx context.Context) ([]string, error) {
+			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
 		}
-		if len(peers) > 0 {
-			log.Info("downloading with peers", "model", md.Name, "peers", peers)
-		}
-		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Peers: peers, Token: tf.Token, Log: log}
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Token: tf.Token, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }

@@ -44,6 +44,9 @@ type Options struct {
 	Model, Revision string
 	// Peers are the base URLs (http://host:port) of warm peers, at most K.
 	Peers []string
+	// Discover, when set, finds the peers at the first GetRange instead (it may wait for a seed): a
+	// model that is already published never asks, and never waits.
+	Discover func(ctx context.Context) ([]string, error)
 	// Token returns the bearer token presented to peers (the projected ServiceAccount token).
 	Token func() (string, error)
 	// Client makes the peer requests; nil: a client with a 10s response-header timeout.
@@ -60,6 +63,8 @@ type Options struct {
 // Source implements prefetch.Source over peers and an origin.
 type Source struct {
 	o     Options
+	dmu   sync.Mutex // held while Discover runs
+	found bool
 	peers []*member
 
 	mu      sync.Mutex
@@ -116,14 +121,47 @@ func New(opts Options) *Source {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}}
-	for _, b := range opts.Peers {
+	if opts.Discover == nil {
+		s.setPeers(opts.Peers)
+	}
+	return s
+}
+
+func (s *Source) setPeers(bases []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.found = true
+	for _, b := range bases {
 		host := b
 		if u, err := url.Parse(b); err == nil {
 			host = u.Host
 		}
 		s.peers = append(s.peers, &member{base: strings.TrimSuffix(b, "/"), host: host})
 	}
-	return s
+}
+
+// discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
+func (s *Source) discover(ctx context.Context) error {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.mu.Lock()
+	found := s.found
+	s.mu.Unlock()
+	if found {
+		return nil
+	}
+	peers, err := s.o.Discover(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil { // the origin alone then
+		s.o.Log.Warn("no peers for this download; reading the origin", "model", s.o.Model, "err", err)
+	}
+	if len(peers) > 0 {
+		s.o.Log.Info("downloading with peers", "model", s.o.Model, "peers", peers)
+	}
+	s.setPeers(peers)
+	return nil
 }
 
 // String is the origin's: the journal and the published record name the origin, so a download resumes
@@ -162,12 +200,12 @@ func (s *Source) Parts(ctx context.Context, name fsroot.Path) ([]objstore.Part, 
 // ByteSources implements prefetch.MultiSource.
 func (s *Source) ByteSources() prefetch.ByteSources {
 	bs := prefetch.ByteSources{PeerBytes: s.peerBytes.Load(), OriginBytes: s.originBytes.Load()}
+	s.mu.Lock()
 	for _, m := range s.peers {
 		if m.used.Load() {
 			bs.Peers = append(bs.Peers, m.host)
 		}
 	}
-	s.mu.Lock()
 	bs.Dropped = slices.Clone(s.dropped)
 	s.mu.Unlock()
 	return bs
@@ -177,6 +215,9 @@ func (s *Source) ByteSources() prefetch.ByteSources {
 // from the origin where a peer fails; a range asked for twice comes from the origin and is compared
 // with what the peer gave the first time.
 func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
+	if err := s.discover(ctx); err != nil {
+		return 0, err
+	}
 	key := rangeKey{name.String(), off}
 	s.mu.Lock()
 	prev, again := s.served[key]

@@ -13,7 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"warmd.io/warmd/internal/faultproxy"
+	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/prefetch"
@@ -27,6 +30,7 @@ func TestPeers(t *testing.T) {
 	t.Run("a peer killed mid-chunk costs only its chunks", func(t *testing.T) { killedMidChunk(t, w.scenario("killed")) })
 	t.Run("only warmd's token for the peer audience reads", func(t *testing.T) { refusals(t, w.scenario("auth")) })
 	t.Run("the upload cap holds", func(t *testing.T) { uploadCap(t, w.scenario("capped")) })
+	t.Run("a node group waits for its seed", func(t *testing.T) { waitsForSeed(t, w.scenario("seed")) })
 }
 
 func from(t *testing.T, st prefetch.ModelStatus) prefetch.ByteSources {
@@ -233,5 +237,43 @@ func uploadCap(t *testing.T, w *world) {
 	}
 	if rate > 1.1*4*(1<<20) {
 		t.Errorf("served %.2f MiB/s, over the 4 MiB/s cap", rate/(1<<20))
+	}
+}
+
+// Two nodes want the model and neither holds it: the second by name waits while the first (the seed)
+// reads the origin, then reads every byte from it. A node that already holds the model never waits.
+func waitsForSeed(t *testing.T, w *world) {
+	seed := w.node(t, 1, nil)
+	seed.label(t, w, "cold")
+	late := w.node(t, 2, func(c *config.NodeConfig) { c.Peers.SeedWait = metav1.Duration{Duration: time.Minute} })
+	late.label(t, w, "cold")
+	done := make(chan prefetch.ModelStatus, 1)
+	go func() {
+		st, err := late.engine.Fetch(context.Background(), w.model, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	time.Sleep(3 * time.Second) // the late node polls every 2s
+	select {
+	case st := <-done:
+		t.Fatalf("the late node did not wait for its seed: %+v", st.From)
+	default:
+	}
+	seed.fetch(t, w)
+	seed.serve(t, w)
+	seed.warm(t, w)
+	st := <-done
+	bs := from(t, st)
+	t.Logf("late node: %d bytes from peers %v, %d from the origin", bs.PeerBytes, bs.Peers, bs.OriginBytes)
+	if bs.PeerBytes != w.size() || bs.OriginBytes != 0 {
+		t.Errorf("late node read %d from peers and %d from the origin; want all %d from the seed", bs.PeerBytes, bs.OriginBytes, w.size())
+	}
+	// The seed, warm now, is not fetched again and does not wait (another cold node sorts before it).
+	w.node(t, 0, nil).label(t, w, "cold")
+	t0 := time.Now()
+	if _, err := seed.engine.Fetch(context.Background(), w.model, nil); err != nil || time.Since(t0) > time.Second {
+		t.Errorf("a published model's fetch took %s (%v); want no wait", time.Since(t0), err)
 	}
 }

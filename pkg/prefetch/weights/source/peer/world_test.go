@@ -183,10 +183,13 @@ func (n *node) fetch(t *testing.T, w *world) prefetch.ModelStatus {
 }
 
 // warm labels n's Node as holding the model warm (what readiness writes once the weights are ready).
-func (n *node) warm(t *testing.T, w *world) {
+func (n *node) warm(t *testing.T, w *world) { n.label(t, w, "warm") }
+
+// label sets the model's label on n's Node, as readiness would.
+func (n *node) label(t *testing.T, w *world, value string) {
 	t.Helper()
 	key := model.LabelKeys([]string{w.model.Name})[w.model.Name]
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"warm"}}}`, key)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
 	if _, err := w.kube.Client.CoreV1().Nodes().Patch(context.Background(), n.name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
