@@ -54,37 +54,48 @@ var ColdValues = []string{"cold", "image"}
 
 // Seed returns the name of the node the fleet waits for to fetch the model from the origin first — the
 // first by name of the nodes that want it and do not hold it yet — when that is not self; "" when self
-// is the seed (or no other node wants the model).
-func Seed(ctx context.Context, c kubernetes.Interface, labelKey, self string) (string, error) {
+// is the seed (or no other node wants the model). labelled says whether self's own Node carries the
+// label yet: until it does, readiness may not have labelled the others either.
+func Seed(ctx context.Context, c kubernetes.Interface, labelKey, self string) (seed string, labelled bool, err error) {
 	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(ColdValues, ","))
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
-		return "", fmt.Errorf("find the seed: list nodes with %s: %w", sel, err)
+		return "", false, fmt.Errorf("find the seed: list nodes with %s: %w", sel, err)
 	}
-	seed := ""
 	for _, n := range nodes.Items {
+		if n.Name == self {
+			labelled = true
+		}
 		if n.Name < self && (seed == "" || n.Name < seed) {
 			seed = n.Name
 		}
 	}
-	return seed, nil
+	return seed, labelled, nil
 }
+
+// settle bounds how long a node whose own Node has no label for the model yet waits for the labels
+// (readiness writes them as it starts) before it decides it is the seed.
+const settle = 30 * time.Second
 
 // findOrWait returns warm peers, waiting up to wait (polling every poll) while another node is the seed
 // and no peer is warm yet.
 func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	deadline := start.Add(wait)
 	logged := false
 	for {
 		peers, err := Find(ctx, c, labelKey, self, port, k)
 		if err != nil || len(peers) > 0 {
 			return peers, err
 		}
-		seed, err := Seed(ctx, c, labelKey, self)
-		if err != nil || seed == "" || time.Now().After(deadline) {
+		seed, labelled, err := Seed(ctx, c, labelKey, self)
+		if err != nil || time.Now().After(deadline) {
 			return nil, err
 		}
-		if !logged {
+		if seed == "" && (labelled || time.Since(start) > min(wait, settle)) {
+			return nil, nil // this node is the seed
+		}
+		if !logged && seed != "" {
 			log.Info("no warm peer yet: waiting while the seed fetches from the origin", "seed", seed, "wait", wait)
 			logged = true
 		}

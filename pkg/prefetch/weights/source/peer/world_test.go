@@ -223,6 +223,7 @@ func (n *node) serve(t *testing.T, w *world) *serve.Part {
 func (w *world) warmNode(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	t.Helper()
 	n := w.node(t, i, mut)
+	n.label(t, w, "cold") // readiness labels a wanted model cold before its weights are in
 	n.fetch(t, w)
 	n.serve(t, w)
 	n.warm(t, w)
