@@ -250,6 +250,10 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 	res.originBytes = w.proxy.BytesServed() - before
 	for _, nd := range nodes {
 		nd.stop()
+		// The run's Nodes leave the cluster: the next run's nodes reuse their addresses.
+		if err := w.kube.Client.CoreV1().Nodes().Delete(context.Background(), nd.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return res
 }
