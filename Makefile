@@ -11,7 +11,7 @@ LDFLAGS := -X warmd.io/warmd/pkg/version.Version=$(VERSION)
 # yourself to override.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build image chart test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender bench-prewarm lint soak e2e clean
+.PHONY: all build image chart test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender bench-prewarm bench-fleet lint soak e2e clean
 
 all: build
 
@@ -61,9 +61,9 @@ demo: build
 	scripts/demo.sh
 
 ## bench: every benchmark, each printing its one-line summary
-bench: bench-weights bench-images bench-cache bench-extender bench-prewarm
+bench: bench-weights bench-images bench-cache bench-extender bench-prewarm bench-fleet
 
-bench-weights bench-images bench-cache bench-extender: build
+bench-weights bench-images bench-cache bench-extender bench-fleet: build
 	@script=scripts/bench/$(@:bench-%=%).sh; \
 	if [ -x $$script ]; then scripts/with-testenv.sh $$script; else echo "$@: no benchmark yet"; fi
 

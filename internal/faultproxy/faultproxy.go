@@ -7,6 +7,7 @@
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/time/rate"
 )
 
 // Faults to inject; each counter is consumed by the matching requests that follow.
@@ -43,22 +46,59 @@ type Proxy struct {
 	served   atomic.Int64
 	requests atomic.Int64
 	injected atomic.Int64
+	limiter  atomic.Pointer[rate.Limiter]
+}
+
+// SetRate caps the bytes per second of every response body together (an origin with a bandwidth cap,
+// as an on-prem S3 or a rate-limited prefix is); 0 lifts the cap.
+func (p *Proxy) SetRate(bytesPerSecond int64) {
+	if bytesPerSecond <= 0 {
+		p.limiter.Store(nil)
+		return
+	}
+	p.limiter.Store(rate.NewLimiter(rate.Limit(bytesPerSecond), int(min(bytesPerSecond, 256<<10))))
+}
+
+// limitedBody waits for the proxy's cap before handing out bytes.
+type limitedBody struct {
+	io.ReadCloser
+	p   *Proxy
+	ctx context.Context
+}
+
+func (b *limitedBody) Read(buf []byte) (int, error) {
+	l := b.p.limiter.Load()
+	if l == nil {
+		return b.ReadCloser.Read(buf)
+	}
+	buf = buf[:min(len(buf), l.Burst())]
+	n, err := b.ReadCloser.Read(buf)
+	if n > 0 {
+		if werr := l.WaitN(b.ctx, n); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
 }
 
 // Start proxies to target (http://127.0.0.1:PORT).
-func Start(target string) (*Proxy, error) {
+func Start(target string) (*Proxy, error) { return StartOn("127.0.0.1:0", target) }
+
+// StartOn is Start listening on addr: a test world with one address per node (127.0.0.x and a port
+// every node shares) puts a faulty node's proxy where the node would be.
+func StartOn(addr, target string) (*Proxy, error) {
 	u, err := url.Parse(target)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("fault proxy target %q is not a URL", target)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(r *http.Response) error {
-		r.Body = &countingBody{ReadCloser: r.Body, n: &p.served}
+		r.Body = &countingBody{ReadCloser: &limitedBody{ReadCloser: r.Body, p: p, ctx: r.Request.Context()}, n: &p.served}
 		if r.Request.Method != http.MethodGet || r.StatusCode/100 != 2 || r.ContentLength < 2 {
 			return nil
 		}

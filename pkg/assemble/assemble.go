@@ -16,14 +16,17 @@ import (
 
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/compilekey/check"
+	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml"
+	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/phases/follow"
 	"warmd.io/warmd/pkg/phases/follow/kube"
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
+	peersrc "warmd.io/warmd/pkg/prefetch/weights/source/peer"
 	"warmd.io/warmd/pkg/prewarm"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/readiness/fromstate"
@@ -55,7 +58,19 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 
 	// 3. Images and weights of the models this node wants (d.Node), kept warm.
 	img := images.New(d, images.Options{})
-	wts, err := weights.NewManager(d, weights.ManagerOptions{InUse: models.InUse})
+	// With peers.enabled a model's chunks come from warm peers (found from the Node labels) before
+	// the origin, which stays the identity every file is verified against.
+	wrap := func(cfg *config.NodeConfig, open weights.OpenSource) weights.OpenSource {
+		return peersrc.Wrap(open, d.Kube, cfg, d.Metrics.Peers, d.Log)
+	}
+	wts, err := weights.NewManager(d, weights.ManagerOptions{InUse: models.InUse, WrapOpen: wrap})
+	if err != nil {
+		return daemon.Assembly{}, err
+	}
+
+	// 3b. The peer server: what the weights part reports verified and published, served to other
+	// warmd pods with TokenReview-checked tokens (nil unless peers.enabled).
+	ps, err := serve.NewPart(d, serve.PartOptions{})
 	if err != nil {
 		return daemon.Assembly{}, err
 	}
@@ -93,6 +108,9 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	}
 
 	parts := []daemon.Part{d.Node, gpu, img, wts}
+	if ps != nil {
+		parts = append(parts, ps)
+	}
 	if cc != nil { // nil with compileCache.disabled
 		parts = append(parts, cc)
 	}

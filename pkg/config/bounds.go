@@ -54,6 +54,8 @@ var (
 			"start records are kept in memory and in the state file"},
 		"prewarm.memAvailablePercent": {"prewarm.memAvailablePercent", "Prewarm.MemAvailablePercent", 1, 90,
 			"a share of the memory free at the start; above 90% a pre-warm evicts what running pods need"},
+		"peers.maxPeers": {"peers.maxPeers", "Peers.MaxPeers", 1, 64,
+			"each peer holds connections and a share of the fetch; past 64 a peer's share is too small to pay its setup"},
 		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
 			"the GPUs one vLLM instance spans"},
 	}
@@ -66,6 +68,8 @@ var (
 			"below 1s entries are captured while still being written; above an hour new kernels are shared too late"},
 		"compileCache.restoreInterval": {"compileCache.restoreInterval", "CompileCache.RestoreInterval", 10 * time.Second, 24 * time.Hour,
 			"below 10s every node polls the shared index nonstop; above a day other nodes' bundles arrive too late"},
+		"peers.seedWait": {"peers.seedWait", "Peers.SeedWait", time.Second, 24 * time.Hour,
+			"how long a node waits for a seed to fetch from the origin; past a day a stuck seed stalls the fleet"},
 		"readiness.resync": {"readiness.resync", "Readiness.Resync", 10 * time.Second, 24 * time.Hour,
 			"below 10s every node loads the API server; above a day drift on the Node is never corrected"},
 	}
@@ -78,6 +82,8 @@ var (
 			"one ranged GET; smaller chunks cost a request each, larger ones hold memory and retry slowly"},
 		"prewarm.maxBytes": {"prewarm.maxBytes", "Prewarm.MaxBytes", false, "1Mi", "1Ei",
 			"bytes read into the page cache per pre-warm; under 1Mi nothing is warmed (did you forget the unit, e.g. 64Gi?)"},
+		"peers.uploadLimit": {"peers.uploadLimit", "Peers.UploadLimit", false, "1Mi", "1Ti",
+			"bytes per second served to peers; under 1Mi a peer is slower than the origin (did you forget the unit, e.g. 256Mi?)"},
 		"compileCache.budget": {"compileCache.budget", "CompileCache.Budget", true, "1Mi", "1Ei",
 			"a budget under 1Mi evicts every cache (did you forget the unit, e.g. 50Gi?)"},
 	}

@@ -54,6 +54,7 @@ func TestIntBounds(t *testing.T) {
 		"phases.keep":                 func(c *NodeConfig, v int) { c.Phases.Keep = v },
 		"prewarm.memAvailablePercent": func(c *NodeConfig, v int) { c.Prewarm.MemAvailablePercent = v },
 		"tensorParallelSize":          func(c *NodeConfig, v int) { c.Models[0].TensorParallelSize = v },
+		"peers.maxPeers":              func(c *NodeConfig, v int) { c.Peers.MaxPeers = v },
 	}
 	at := map[string]string{"tensorParallelSize": "models[0].tensorParallelSize"}
 	for key, b := range intBounds {
@@ -97,6 +98,7 @@ func TestDurationBounds(t *testing.T) {
 		"compileCache.quietPeriod":     func(c *NodeConfig, v time.Duration) { c.CompileCache.QuietPeriod.Duration = v },
 		"compileCache.restoreInterval": func(c *NodeConfig, v time.Duration) { c.CompileCache.RestoreInterval.Duration = v },
 		"readiness.resync":             func(c *NodeConfig, v time.Duration) { c.Readiness.Resync.Duration = v },
+		"peers.seedWait":               func(c *NodeConfig, v time.Duration) { c.Peers.SeedWait.Duration = v },
 	}
 	for key, b := range durBounds {
 		for _, tc := range []struct {
@@ -129,6 +131,7 @@ func TestQuantityBounds(t *testing.T) {
 		"weights.chunkSize":      func(c *NodeConfig, v resource.Quantity) { c.Weights.ChunkSize = v },
 		"compileCache.budget":    func(c *NodeConfig, v resource.Quantity) { c.CompileCache.Budget = v },
 		"prewarm.maxBytes":       func(c *NodeConfig, v resource.Quantity) { c.Prewarm.MaxBytes = v },
+		"peers.uploadLimit":      func(c *NodeConfig, v resource.Quantity) { c.Peers.UploadLimit = v },
 	}
 	for key, b := range qtyBounds {
 		cases := []struct {
@@ -219,7 +222,7 @@ func TestPathsAndNames(t *testing.T) {
 func TestBoundsDocumented(t *testing.T) {
 	fset := token.NewFileSet()
 	docs := map[string]string{} // "Type.Field" -> doc comment
-	for _, file := range []string{"types.go", "config.go"} {
+	for _, file := range []string{"types.go", "config.go", "peers.go"} {
 		f, err := parser.ParseFile(fset, file, nil, parser.ParseComments)
 		if err != nil {
 			t.Fatal(err)
@@ -262,5 +265,33 @@ func TestBoundsDocumented(t *testing.T) {
 			want = fmt.Sprintf("Range: 0, or %s..%s", b.min, b.max)
 		}
 		check(b.field, want)
+	}
+}
+
+// The peers section validates each field, and enabling peers without the API server is refused.
+func TestPeersValidation(t *testing.T) {
+	c := valid(t)
+	if c.Peers.Enabled || c.Peers.Listen != DefaultPeerListen || c.Peers.Audience != DefaultPeerAudience ||
+		c.Peers.MaxPeers != 4 || c.Peers.UploadLimit.String() != "256Mi" || c.Peers.PeerUsername() != "system:serviceaccount:warmd:warmd" {
+		t.Fatalf("defaults: %+v", c.Peers)
+	}
+	for _, tc := range []struct {
+		path string
+		set  func(*NodeConfig)
+	}{
+		{"peers.listen", func(c *NodeConfig) { c.Peers.Listen = "nope" }},
+		{"peers.listen", func(c *NodeConfig) { c.Peers.Listen = c.API.Listen }},
+		{"peers.listen", func(c *NodeConfig) { c.Peers.Listen = ":0" }},
+		{"peers.audience", func(c *NodeConfig) { c.Peers.Audience = "a b" }},
+		{"peers.tokenFile", func(c *NodeConfig) { c.Peers.TokenFile = "rel/token" }},
+		{"peers.serviceAccount", func(c *NodeConfig) { c.Peers.ServiceAccount = "warmd" }},
+		{"peers.serviceAccount", func(c *NodeConfig) { c.Peers.ServiceAccount = "Bad_NS/warmd" }},
+		{"peers.enabled", func(c *NodeConfig) { c.Peers.Enabled = true; c.Readiness.Disabled = true }},
+	} {
+		c := valid(t)
+		tc.set(c)
+		if fe := problemAt(t, c, tc.path); fe == nil {
+			t.Errorf("%s: accepted %+v", tc.path, c.Peers)
+		}
 	}
 }

@@ -53,6 +53,7 @@ type NodeConfig struct {
 	Readiness    Readiness    `json:"readiness,omitempty"`
 	GPU          GPU          `json:"gpu,omitempty"`
 	API          API          `json:"api,omitempty"`
+	Peers        Peers        `json:"peers,omitempty"`
 }
 
 // Load reads, decodes, defaults and validates the config file at path. A file that does not

@@ -66,6 +66,7 @@ func (c *NodeConfig) Default() {
 	setDur(&c.Readiness.Resync, 5*time.Minute)
 	setStr(&c.API.Socket, filepath.Join(c.DataDir, "warmd.sock"))
 	setStr(&c.API.Listen, DefaultListen)
+	c.defaultPeers()
 }
 
 func setStr(p *string, v string) {

@@ -163,6 +163,7 @@ func (c *NodeConfig) Validate() error {
 	if host, port, err := net.SplitHostPort(c.API.Listen); err != nil || !validPort(port) || hasControl(host) {
 		p.add("api.listen", fmt.Sprintf("%s is not host:port", quote(c.API.Listen)), "use e.g. :9400 or 127.0.0.1:9400")
 	}
+	c.validatePeers(&p)
 	if filepath.IsAbs(c.DataDir) { // a relative dataDir is reported once, above
 		p.socket("api.socket", c.API.Socket, "leave it empty for <dataDir>/warmd.sock")
 	}

@@ -22,6 +22,7 @@ type Metrics struct {
 	CompileKey *CompileKey
 	Phases     *Phases
 	Readiness  *Readiness
+	Peers      *Peers
 }
 
 // New creates and registers every collector on reg.
@@ -36,6 +37,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		CompileKey: newCompileKey(reg),
 		Phases:     newPhases(reg),
 		Readiness:  newReadiness(reg),
+		Peers:      newPeers(reg),
 	}
 }
 

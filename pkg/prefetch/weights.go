@@ -90,9 +90,28 @@ type ModelStatus struct {
 	Files []FileVerification `json:"files,omitempty"`
 	// Skipped lists what the source left out and why (see Listing.Skipped), so a model that
 	// published without a file says so.
-	Skipped  []string  `json:"skipped,omitempty"`
-	Started  time.Time `json:"started,omitzero"`
-	Finished time.Time `json:"finished,omitzero"`
+	Skipped []string `json:"skipped,omitempty"`
+	// From says where this download's bytes came from when peers are on (nil otherwise).
+	From     *ByteSources `json:"from,omitempty"`
+	Started  time.Time    `json:"started,omitzero"`
+	Finished time.Time    `json:"finished,omitzero"`
+}
+
+// ByteSources splits a download's bytes between warm peers and the origin (peers.enabled).
+type ByteSources struct {
+	// PeerBytes and OriginBytes count bytes received from peers and from the origin in this download.
+	PeerBytes   int64 `json:"peerBytes"`
+	OriginBytes int64 `json:"originBytes"`
+	// Peers are the peers that delivered bytes (host:port); Dropped those dropped, with why.
+	Peers   []string `json:"peers,omitempty"`
+	Dropped []string `json:"dropped,omitempty"`
+}
+
+// MultiSource is implemented by a Source that reads from several places (the peer source), so the
+// engine can report where a download's bytes came from.
+type MultiSource interface {
+	Source
+	ByteSources() ByteSources
 }
 
 // Verified reports whether the weights of model at revision are verified and published.

@@ -219,3 +219,36 @@ func resolve(link fsroot.Path, target string) (fsroot.Path, error) {
 	}
 	return fsroot.Join(comps...)
 }
+
+// Blob returns where the bytes of one file of the snapshot at snap are: the blob its link leads to
+// (only into the model's own blobs/, as List requires) or the regular file itself. The peer server
+// reads published files through it, so it serves exactly what List would pre-warm.
+func Blob(root *fsroot.Root, snap, name fsroot.Path) (File, error) {
+	if snap.Depth() != 3 || snap.Components()[1] != "snapshots" || name.IsRoot() {
+		return File{}, fmt.Errorf("prewarm: %s is not a file of a snapshot dir", root.Name(snap.Join(name)))
+	}
+	blobs := snap.Dir().Dir().Join(fsroot.MustPath("blobs"))
+	p := snap.Join(name)
+	fi, err := root.Lstat(p)
+	if err != nil {
+		return File{}, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := root.Readlink(p)
+		if err != nil {
+			return File{}, err
+		}
+		blob, err := resolve(p, target)
+		if err != nil || blob.Dir() != blobs {
+			return File{}, fmt.Errorf("prewarm: %s links to %s, not into %s: refused", root.Name(p), fsroot.Quote(target), root.Name(blobs))
+		}
+		p = blob
+		if fi, err = root.Lstat(p); err != nil {
+			return File{}, err
+		}
+	}
+	if !fi.Mode().IsRegular() {
+		return File{}, fmt.Errorf("prewarm: %s is not a regular file: %w", root.Name(p), fsroot.ErrNotRegular)
+	}
+	return File{Name: name.String(), Path: p, Size: fi.Size()}, nil
+}

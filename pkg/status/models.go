@@ -74,7 +74,25 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 			fmt.Fprintf(w, "  %s needs: %s\n", n, strings.Join(m.Missing, "; "))
 		}
 	}
+	for _, n := range names {
+		if wm, ok := ws.Model(n); ok && wm.From != nil {
+			fmt.Fprintf(w, "  %s %s\n", n, byteSources(*wm.From))
+		}
+	}
 	return nil
+}
+
+// byteSources says where a download's bytes came from (peers.enabled).
+func byteSources(b prefetch.ByteSources) string {
+	s := fmt.Sprintf("bytes: %s from %d peer(s)", cli.Bytes(b.PeerBytes), len(b.Peers))
+	if len(b.Peers) > 0 {
+		s += " (" + strings.Join(b.Peers, ", ") + ")"
+	}
+	s += fmt.Sprintf(", %s from the origin", cli.Bytes(b.OriginBytes))
+	if len(b.Dropped) > 0 {
+		s += "; dropped " + strings.Join(b.Dropped, ", ")
+	}
+	return s
 }
 
 // progress is the weights' bytes as a 20-cell bar while downloading, else bytes and state.

@@ -65,6 +65,10 @@ func (f *fetch) report(rate float64) {
 	st := f.status
 	f.mu.Unlock()
 	st.BytesDone = f.done.Load()
+	if ms, ok := f.src.(prefetch.MultiSource); ok {
+		bs := ms.ByteSources()
+		st.From = &bs
+	}
 	if st.State == prefetch.StateDownloading && rate > 0 {
 		st.BytesPerSecond = rate
 		st.ETASeconds = float64(st.BytesTotal-st.BytesDone) / rate

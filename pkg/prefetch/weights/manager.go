@@ -29,6 +29,9 @@ type ManagerOptions struct {
 	RetryBase time.Duration
 	// Recheck is how often in-use models are recorded and failures reconsidered. Default 1m.
 	Recheck time.Duration
+	// WrapOpen, when set, wraps the opener of each model's source under cfg (the peer source puts warm
+	// peers in front of the origin); nil: the origin alone.
+	WrapOpen func(cfg *config.NodeConfig, open OpenSource) OpenSource
 }
 
 // Manager is the daemon part that keeps the models this node wants fetched, verified and published,
@@ -136,12 +139,15 @@ func engineOptions(cfg *config.NodeConfig) Options {
 // engineFor returns the engine for cfg, rebuilding it when the weights tuning changed.
 func (m *Manager) engineFor(cfg *config.NodeConfig) (*Engine, error) {
 	o := engineOptions(cfg) // only comparable fields so far
-	key := fmt.Sprintf("%+v", o)
+	key := fmt.Sprintf("%+v %+v", o, cfg.Peers)
 	if m.engine != nil && m.engKey == key {
 		return m.engine, nil
 	}
 	s3cfg := cfg.S3
 	o.Open = SourceOpener(func(ctx context.Context) (objstore.Store, error) { return m.o.NewStore(ctx, s3cfg) })
+	if m.o.WrapOpen != nil {
+		o.Open = m.o.WrapOpen(cfg, o.Open)
+	}
 	o.InUse = m.o.InUse
 	o.OnBytes = func(n int64) { m.metrics.Bytes.Add(float64(n)) }
 	o.Log = m.log

@@ -176,6 +176,10 @@ func (f *fetch) publish() error {
 	f.status.SnapshotPath = root.Name(final)
 	f.status.Finished = e.opts.Now().UTC()
 	f.status.BytesPerSecond, f.status.ETASeconds = 0, 0
+	if ms, ok := f.src.(prefetch.MultiSource); ok {
+		bs := ms.ByteSources()
+		f.status.From = &bs
+	}
 	f.mu.Unlock()
 	f.report(0)
 	e.opts.Log.Info("model published", "model", f.m.Name, "revision", f.m.Revision, "snapshot", root.Name(final))

@@ -1,0 +1,27 @@
+// Package peer holds what both sides of fleet peer distribution share: the URL a warm node serves a
+// published weight file at, and the header that carries the serving node's view of the file's size.
+// A fleet scales out in node groups that all pull the same weights at once; the warm nodes already hold
+// verified copies, and the Node labels warmd writes already say which node holds which model, so a cold
+// node can read chunks from its warm peers instead of the origin (which stays the source of truth for
+// every file's identity). The server is in serve/, the token check in auth/, the fetching weights
+// source in pkg/prefetch/weights/source/peer. This package does no I/O.
+package peer
+
+import (
+	"net/url"
+)
+
+// WeightsPath is the path of the weights endpoint; the model, revision and file travel as query
+// parameters so each is one opaque value the server validates (pkg/model, fsroot.Path) before use.
+const WeightsPath = "/v1/weights"
+
+// WeightsURL is the URL of one published file of model at revision on the peer at base
+// (http://host:port).
+func WeightsURL(base, model, revision, file string) string {
+	q := url.Values{"model": {model}, "revision": {revision}, "file": {file}}
+	return base + WeightsPath + "?" + q.Encode()
+}
+
+// HeaderSize carries the size of the file the peer holds, so a fetcher can refuse a peer whose copy
+// differs from the origin's identity before reading a byte of it.
+const HeaderSize = "X-Warmd-Size"

@@ -1,0 +1,192 @@
+// Package serve is the read-only peer server: a warm node hands the weight files it verified and
+// published to other warmd pods, with ranged GETs, so a node group scaling out reads most bytes from its
+// warm peers instead of the origin. It serves only what the weights part reports verified and
+// published (never staging), only to callers the auth package lets through, and never faster in
+// total than the upload cap, so serving does not starve the node's own pods of disk or network.
+package serve
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/auth"
+	"warmd.io/warmd/pkg/prewarm"
+)
+
+// Checker decides whether a bearer token may read (auth.Reviewer in the daemon).
+type Checker interface {
+	Check(ctx context.Context, token string) (auth.Verdict, string, error)
+}
+
+var _ Checker = (*auth.Reviewer)(nil)
+
+// Refusal reasons, the values of warmd_peer_refused_requests_total's reason label.
+const (
+	ReasonUnauthenticated = "unauthenticated"
+	ReasonForbidden       = "forbidden"
+	ReasonBadRequest      = "bad_request"
+	ReasonNotFound        = "not_found"
+	ReasonReviewError     = "review_error"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Auth checks every request's bearer token.
+	Auth Checker
+	// Root is the weights cache root (HF_HUB_CACHE) the weights engine publishes into.
+	Root *fsroot.Root
+	// Published reports whether model at revision is verified and published now (the weights part's
+	// state): anything else is 404, whatever is on disk.
+	Published func(model, revision string) bool
+	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
+	UploadLimit int64
+	// Metrics counts served bytes and refusals; nil: counted nowhere.
+	Metrics *metrics.Peers
+	Log     *slog.Logger
+}
+
+// Handler serves GET and HEAD of peer.WeightsPath.
+type Handler struct {
+	opts    Options
+	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
+	piece   int
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler.
+func New(opts Options) *Handler {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{opts: opts, piece: 256 << 10}
+	if opts.UploadLimit > 0 {
+		// The burst is one write piece: a response never runs ahead of the cap by more than 256 KiB.
+		h.piece = int(min(int64(h.piece), max(opts.UploadLimit/8, 32<<10)))
+		h.limiter = rate.NewLimiter(rate.Limit(opts.UploadLimit), h.piece)
+	}
+	return h
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, code int, reason, msg string) {
+	if h.opts.Metrics != nil {
+		h.opts.Metrics.Refused.WithLabelValues(reason).Inc()
+	}
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="warmd-peer"`)
+	}
+	http.Error(w, msg, code)
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != peer.WeightsPath {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "not found")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		h.refuse(w, http.StatusMethodNotAllowed, ReasonBadRequest, "read-only: GET or HEAD")
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	v, why, err := h.opts.Auth.Check(r.Context(), strings.TrimSpace(token))
+	switch {
+	case err != nil:
+		h.opts.Log.Warn("peer request: token review failed", "remote", r.RemoteAddr, "err", err)
+		h.refuse(w, http.StatusServiceUnavailable, ReasonReviewError, "token review unavailable")
+		return
+	case v == auth.Unauthenticated:
+		h.opts.Log.Debug("peer request refused", "remote", r.RemoteAddr, "why", why)
+		h.refuse(w, http.StatusUnauthorized, ReasonUnauthenticated, why)
+		return
+	case v != auth.OK:
+		h.opts.Log.Info("peer request forbidden", "remote", r.RemoteAddr, "why", why)
+		h.refuse(w, http.StatusForbidden, ReasonForbidden, why)
+		return
+	}
+	q := r.URL.Query()
+	name, rev, file := q.Get("model"), q.Get("revision"), q.Get("file")
+	if err := model.ValidateName(name); err != nil {
+		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "model: "+err.Error())
+		return
+	}
+	if err := model.ValidateRevision(rev); err != nil {
+		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "revision: "+err.Error())
+		return
+	}
+	fp, err := fsroot.ParsePath(file)
+	if err != nil || fp.IsRoot() {
+		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "file: not a safe relative name")
+		return
+	}
+	if !h.opts.Published(name, rev) {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "model revision not published here")
+		return
+	}
+	snap, err := prewarm.SnapshotDir(name, rev)
+	if err != nil {
+		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
+		return
+	}
+	blob, err := prewarm.Blob(h.opts.Root, snap, fp)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			h.opts.Log.Warn("peer request: published file unusable", "model", name, "file", file, "err", err)
+		}
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no such published file")
+		return
+	}
+	fh, err := h.opts.Root.Open(blob.Path)
+	if err != nil {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no such published file")
+		return
+	}
+	defer fh.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(peer.HeaderSize, strconv.FormatInt(blob.Size, 10))
+	// ServeContent answers Range (and HEAD) itself; the zero modtime keeps it from adding validators.
+	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context()}, r, "", time.Time{}, fh)
+}
+
+// capped is the ResponseWriter every body goes through: writes wait for the shared upload cap, in
+// pieces no larger than its burst, and are counted.
+type capped struct {
+	http.ResponseWriter
+	h   *Handler
+	ctx context.Context
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	var done int
+	for len(p) > 0 {
+		n := min(len(p), c.h.piece)
+		if c.h.limiter != nil {
+			if err := c.h.limiter.WaitN(c.ctx, n); err != nil {
+				return done, err
+			}
+		}
+		m, err := c.ResponseWriter.Write(p[:n])
+		done += m
+		if c.h.opts.Metrics != nil {
+			c.h.opts.Metrics.ServedBytes.Add(float64(m))
+		}
+		if err != nil {
+			return done, err
+		}
+		p = p[n:]
+	}
+	return done, nil
+}

@@ -1,0 +1,188 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// WarmValues are the values of a model's Node label (models.warmd.io/<model>, written by
+// pkg/readiness) that mean the node holds the model's weights verified: "warm", and "weights" (weights
+// verified, something else missing). Only such nodes are asked.
+var WarmValues = []string{"warm", "weights"}
+
+// Find returns the base URLs (http://InternalIP:port) of up to k nodes other than self whose label
+// labelKey says they hold the model's weights verified, in random order so a node group spreads its
+// load over every warm node rather than the first k.
+func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
+	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		if n.Name == self {
+			continue
+		}
+		if ip := internalIP(n); ip != "" {
+			out = append(out, "http://"+net.JoinHostPort(ip, port))
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out[:min(k, len(out))], nil
+}
+
+// ColdValues are the label values of a node that wants the model and is getting it (not warm, not
+// failed): such a node may be the seed others wait for.
+var ColdValues = []string{"cold", "image"}
+
+// Seed returns the name of the node the fleet waits for to fetch the model from the origin first — the
+// first by name of the nodes that want it and do not hold it yet — when that is not self; "" when self
+// is the seed (or no other node wants the model). labelled says whether self's own Node carries the
+// label yet: until it does, readiness may not have labelled the others either.
+func Seed(ctx context.Context, c kubernetes.Interface, labelKey, self string) (seed string, labelled bool, err error) {
+	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(ColdValues, ","))
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return "", false, fmt.Errorf("find the seed: list nodes with %s: %w", sel, err)
+	}
+	for _, n := range nodes.Items {
+		if n.Name == self {
+			labelled = true
+		}
+		if n.Name < self && (seed == "" || n.Name < seed) {
+			seed = n.Name
+		}
+	}
+	return seed, labelled, nil
+}
+
+// settle bounds how long a node whose own Node has no label for the model yet waits for the labels
+// (readiness writes them as it starts) before it decides it is the seed.
+const settle = 30 * time.Second
+
+// findOrWait returns warm peers, waiting up to wait (polling every poll) while another node is the seed
+// and no peer is warm yet.
+func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
+	start := time.Now()
+	deadline := start.Add(wait)
+	logged := false
+	for {
+		peers, err := Find(ctx, c, labelKey, self, port, k)
+		if err != nil || len(peers) > 0 {
+			return peers, err
+		}
+		seed, labelled, err := Seed(ctx, c, labelKey, self)
+		if err != nil || time.Now().After(deadline) {
+			return nil, err
+		}
+		if seed == "" && (labelled || time.Since(start) > min(wait, settle)) {
+			return nil, nil // this node is the seed
+		}
+		if !logged && seed != "" {
+			log.Info("no warm peer yet: waiting while the seed fetches from the origin", "seed", seed, "wait", wait)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// TokenFile reads a projected ServiceAccount token, again once MaxAge passed: the kubelet rotates the
+// file well before the token expires (at 80% of its life), so a minute-old copy is always valid.
+type TokenFile struct {
+	Path string
+	// MaxAge is how long a read token is reused. Default 1m.
+	MaxAge time.Duration
+	mu     sync.Mutex
+	tok    string
+	read   time.Time
+}
+
+// Token returns the token.
+func (t *TokenFile) Token() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	age := t.MaxAge
+	if age <= 0 {
+		age = time.Minute
+	}
+	if t.tok != "" && time.Since(t.read) < age {
+		return t.tok, nil
+	}
+	b, err := os.ReadFile(t.Path)
+	if err != nil {
+		return "", fmt.Errorf("read peer token (peers.tokenFile): %w", err)
+	}
+	if len(b) > 16<<10 {
+		return "", fmt.Errorf("peer token %s: %d bytes is not a token", t.Path, len(b))
+	}
+	t.tok, t.read = strings.TrimSpace(string(b)), time.Now()
+	return t.tok, nil
+}
+
+// Wrap returns an opener that puts the peers of each model in front of the source open returns, for
+// the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With
+// peers off it returns open.
+func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c kubernetes.Interface, cfg *config.NodeConfig,
+	m *metrics.Peers, log *slog.Logger) func(context.Context, config.Model) (prefetch.Source, error) {
+	if !cfg.Peers.Enabled || c == nil {
+		return open
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("part", "weights")
+	_, port, _ := net.SplitHostPort(cfg.Peers.Listen)
+	names := make([]string, 0, len(cfg.Models))
+	for _, md := range cfg.Models {
+		names = append(names, md.Name)
+	}
+	keys := model.LabelKeys(names)
+	tf := &TokenFile{Path: cfg.Peers.TokenFile}
+	return func(ctx context.Context, md config.Model) (prefetch.Source, error) {
+		origin, err := open(ctx, md)
+		if err != nil {
+			return nil, err
+		}
+		// Found at the first chunk, not now: a model already published is never fetched, so its
+		// node never waits for a seed. Without peers the source still counts every byte as the origin's.
+		discover := func(ctx context.Context) ([]string, error) {
+			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
+		}
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Token: tf.Token, Log: log}
+		if m != nil { // nil in tests that build the opener alone
+			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
+			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }
+		}
+		return New(o), nil
+	}
+}

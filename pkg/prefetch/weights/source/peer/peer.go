@@ -1,0 +1,386 @@
+// Package peer is the weights Source that reads a model's chunks from warm peers (other warmd nodes
+// whose Node labels say they hold the model verified) and from the origin for whatever no peer
+// delivers. The origin stays the source of truth: List, Head and Parts go to it, so the engine verifies
+// every file against the origin's identity before publishing, as with any source. A peer that errors
+// or answers with another file's size is dropped for the rest of the fetch and its chunk continues from
+// the origin where the peer stopped; a chunk the engine asks for again (its file failed verification)
+// comes from the origin, and when its bytes differ from what a peer gave, that peer is dropped as
+// corrupt. Peer loss mid-transfer thus costs only the bytes of its chunks not yet received.
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// Drop reasons, the values of warmd_peer_dropped_total's reason label.
+const (
+	DropCorrupt = "corrupt"
+	DropError   = "error"
+)
+
+// Options configure a Source.
+type Options struct {
+	// Origin is the model's configured source (s3://, file://): identity and fallback.
+	Origin prefetch.Source
+	// Model and Revision name what the peers are asked for.
+	Model, Revision string
+	// Peers are the base URLs (http://host:port) of warm peers, at most K.
+	Peers []string
+	// Discover, when set, finds the peers at the first GetRange instead (it may wait for a seed): a
+	// model that is already published never asks, and never waits.
+	Discover func(ctx context.Context) ([]string, error)
+	// Token returns the bearer token presented to peers (the projected ServiceAccount token).
+	Token func() (string, error)
+	// Client makes the peer requests; nil: a client with a 10s response-header timeout.
+	Client *http.Client
+	// Stall ends a peer response that delivers nothing for this long. Default 10s.
+	Stall time.Duration
+	// OnBytes is told of every byte received, by from ("peer" or "origin"); may be nil.
+	OnBytes func(from string, n int64)
+	// OnDrop is told of every dropped peer, with the reason; may be nil.
+	OnDrop func(peer, reason string)
+	Log    *slog.Logger
+}
+
+// Source implements prefetch.Source over peers and an origin.
+type Source struct {
+	o     Options
+	dmu   sync.Mutex // held while Discover runs
+	found bool
+	peers []*member
+
+	mu      sync.Mutex
+	sizes   map[string]int64    // the origin's size of each file asked for
+	served  map[rangeKey]served // who delivered each range, and its CRC
+	dropped []string
+	next    int
+
+	peerBytes, originBytes atomic.Int64
+}
+
+type member struct {
+	base     string
+	host     string
+	inflight atomic.Int32
+	dead     atomic.Bool
+	corrupt  atomic.Bool
+	used     atomic.Bool
+}
+
+type rangeKey struct {
+	name string
+	off  int64
+}
+
+type served struct {
+	peer *member // nil: the origin
+	crc  uint32
+}
+
+var (
+	_ prefetch.Source      = (*Source)(nil)
+	_ prefetch.MultiSource = (*Source)(nil)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// New returns a Source reading from opts.Peers and opts.Origin.
+func New(opts Options) *Source {
+	if opts.Client == nil {
+		opts.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second, MaxIdleConnsPerHost: 32,
+			IdleConnTimeout: time.Minute}}
+	}
+	if opts.Stall <= 0 {
+		opts.Stall = 10 * time.Second
+	}
+	if opts.OnBytes == nil {
+		opts.OnBytes = func(string, int64) {}
+	}
+	if opts.OnDrop == nil {
+		opts.OnDrop = func(string, string) {}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}}
+	if opts.Discover == nil {
+		s.setPeers(opts.Peers)
+	}
+	return s
+}
+
+func (s *Source) setPeers(bases []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.found = true
+	for _, b := range bases {
+		host := b
+		if u, err := url.Parse(b); err == nil {
+			host = u.Host
+		}
+		s.peers = append(s.peers, &member{base: strings.TrimSuffix(b, "/"), host: host})
+	}
+}
+
+// discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
+func (s *Source) discover(ctx context.Context) error {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.mu.Lock()
+	found := s.found
+	s.mu.Unlock()
+	if found {
+		return nil
+	}
+	peers, err := s.o.Discover(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil { // the origin alone then
+		s.o.Log.Warn("no peers for this download; reading the origin", "model", s.o.Model, "err", err)
+	}
+	if len(peers) > 0 {
+		s.o.Log.Info("downloading with peers", "model", s.o.Model, "peers", peers)
+	}
+	s.setPeers(peers)
+	return nil
+}
+
+// String is the origin's: the journal and the published record name the origin, so a download resumes
+// whether or not peers are around.
+func (s *Source) String() string { return s.o.Origin.String() }
+
+// List implements prefetch.Source (the origin's listing).
+func (s *Source) List(ctx context.Context) (prefetch.Listing, error) {
+	l, err := s.o.Origin.List(ctx)
+	if err == nil {
+		s.mu.Lock()
+		for _, f := range l.Files {
+			s.sizes[f.Key] = f.Size
+		}
+		s.mu.Unlock()
+	}
+	return l, err
+}
+
+// Head implements prefetch.Source: the origin's HEAD is the file's identity.
+func (s *Source) Head(ctx context.Context, name fsroot.Path) (objstore.Object, error) {
+	o, err := s.o.Origin.Head(ctx, name)
+	if err == nil {
+		s.mu.Lock()
+		s.sizes[name.String()] = o.Size
+		s.mu.Unlock()
+	}
+	return o, err
+}
+
+// Parts implements prefetch.Source (the origin's).
+func (s *Source) Parts(ctx context.Context, name fsroot.Path) ([]objstore.Part, error) {
+	return s.o.Origin.Parts(ctx, name)
+}
+
+// ByteSources implements prefetch.MultiSource.
+func (s *Source) ByteSources() prefetch.ByteSources {
+	bs := prefetch.ByteSources{PeerBytes: s.peerBytes.Load(), OriginBytes: s.originBytes.Load()}
+	s.mu.Lock()
+	for _, m := range s.peers {
+		if m.used.Load() {
+			bs.Peers = append(bs.Peers, m.host)
+		}
+	}
+	bs.Dropped = slices.Clone(s.dropped)
+	s.mu.Unlock()
+	return bs
+}
+
+// GetRange implements prefetch.Source: the range comes from the least busy live peer, continuing
+// from the origin where a peer fails; a range asked for twice comes from the origin and is compared
+// with what the peer gave the first time.
+func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
+	if err := s.discover(ctx); err != nil {
+		return 0, err
+	}
+	key := rangeKey{name.String(), off}
+	s.mu.Lock()
+	prev, again := s.served[key]
+	s.mu.Unlock()
+	if again {
+		crc := crc32.New(castagnoli)
+		got, err := s.origin(ctx, name, off, n, io.MultiWriter(w, crc))
+		if err == nil && got == n && prev.peer != nil && crc.Sum32() != prev.crc {
+			s.drop(prev.peer, DropCorrupt, fmt.Sprintf("%s bytes %d-%d differ from the origin's", name, off, off+n-1))
+		}
+		return got, err
+	}
+	crc := crc32.New(castagnoli)
+	w = io.MultiWriter(w, crc)
+	var got int64
+	var from *member
+	if m := s.pick(); m != nil {
+		var err error
+		got, err = s.fromPeer(ctx, m, name, off, n, w)
+		m.inflight.Add(-1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return got, ctx.Err()
+			}
+			s.drop(m, DropError, err.Error())
+		} else {
+			from = m
+			m.used.Store(true)
+		}
+	}
+	if got < n {
+		rest, err := s.origin(ctx, name, off+got, n-got, w)
+		got += rest
+		if err != nil {
+			return got, err
+		}
+		if from != nil {
+			from = nil // mixed: a later mismatch cannot be pinned on the peer
+		}
+	}
+	s.mu.Lock()
+	s.served[key] = served{peer: from, crc: crc.Sum32()}
+	s.mu.Unlock()
+	return got, nil
+}
+
+func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
+	got, err := s.o.Origin.GetRange(ctx, name, off, n, w)
+	s.originBytes.Add(got)
+	s.o.OnBytes("origin", got)
+	return got, err
+}
+
+// pick returns the live peer with the fewest requests in flight (ties in turn), its count raised; nil
+// when every peer is dropped.
+func (s *Source) pick() *member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *member
+	for i := range s.peers {
+		m := s.peers[(s.next+i)%len(s.peers)]
+		if m.dead.Load() {
+			continue
+		}
+		if best == nil || m.inflight.Load() < best.inflight.Load() {
+			best = m
+		}
+	}
+	if best != nil {
+		best.inflight.Add(1)
+		s.next++
+	}
+	return best
+}
+
+func (s *Source) drop(m *member, reason, why string) {
+	if reason == DropCorrupt {
+		if m.corrupt.Swap(true) {
+			return // counted once per peer
+		}
+		m.dead.Store(true)
+	} else if m.dead.Swap(true) {
+		return
+	}
+	s.mu.Lock()
+	s.dropped = append(s.dropped, m.host+": "+reason)
+	s.mu.Unlock()
+	s.o.OnDrop(m.host, reason)
+	s.o.Log.Warn("peer dropped from this download; the origin takes its chunks", "model", s.o.Model, "peer", m.host, "reason", reason, "why", why)
+}
+
+// errPeer marks a peer's answer that is not the requested range of the origin's file.
+var errPeer = errors.New("peer answer refused")
+
+// fromPeer copies the range from peer m into w and returns how many bytes it wrote; on an error the
+// bytes written so far are good to keep (the origin continues after them).
+func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
+	s.mu.Lock()
+	size, ok := s.sizes[name.String()]
+	s.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("%w: no origin identity for %s", errPeer, name)
+	}
+	token, err := s.o.Token()
+	if err != nil {
+		return 0, fmt.Errorf("peer token: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer.WeightsURL(m.base, s.o.Model, s.o.Revision, name.String()), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	stall := time.AfterFunc(s.o.Stall, cancel)
+	defer stall.Stop()
+	resp, err := s.o.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return 0, fmt.Errorf("%w: %s: %s", errPeer, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if err := checkRange(resp.Header, off, n, size); err != nil {
+		return 0, err
+	}
+	var got int64
+	buf := make([]byte, 256<<10)
+	for got < n {
+		k, rerr := resp.Body.Read(buf[:min(int64(len(buf)), n-got)])
+		if k > 0 {
+			stall.Reset(s.o.Stall)
+			if _, err := w.Write(buf[:k]); err != nil {
+				return got, err
+			}
+			got += int64(k)
+			s.peerBytes.Add(int64(k))
+			s.o.OnBytes("peer", int64(k))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return got, fmt.Errorf("read from peer after %d of %d bytes: %w", got, n, rerr)
+		}
+	}
+	if got < n {
+		return got, fmt.Errorf("%w: peer sent %d of %d bytes", errPeer, got, n)
+	}
+	return got, nil
+}
+
+// checkRange refuses an answer that is not exactly bytes off..off+n-1 of a file of the origin's size.
+func checkRange(h http.Header, off, n, size int64) error {
+	if v := h.Get(peer.HeaderSize); v != strconv.FormatInt(size, 10) {
+		return fmt.Errorf("%w: peer holds %q bytes, the origin %d", errPeer, v, size)
+	}
+	want := fmt.Sprintf("bytes %d-%d/%d", off, off+n-1, size)
+	if got := h.Get("Content-Range"); got != want {
+		return fmt.Errorf("%w: Content-Range %q, want %q", errPeer, got, want)
+	}
+	return nil
+}

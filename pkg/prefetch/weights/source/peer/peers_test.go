@@ -1,0 +1,279 @@
+package peer_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"warmd.io/warmd/internal/faultproxy"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/serve"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// TestPeers runs the peer scenarios on one API server and one origin.
+func TestPeers(t *testing.T) {
+	w := newWorld(t)
+	t.Run("fetch from two warm peers", func(t *testing.T) { peerAssisted(t, w.scenario("assisted")) })
+	t.Run("a peer serving flipped bits is dropped", func(t *testing.T) { flippedBits(t, w.scenario("flipped")) })
+	t.Run("a peer killed mid-chunk costs only its chunks", func(t *testing.T) { killedMidChunk(t, w.scenario("killed")) })
+	t.Run("only warmd's token for the peer audience reads", func(t *testing.T) { refusals(t, w.scenario("auth")) })
+	t.Run("the upload cap holds", func(t *testing.T) { uploadCap(t, w.scenario("capped")) })
+	t.Run("a node group waits for its seed", func(t *testing.T) { waitsForSeed(t, w.scenario("seed")) })
+}
+
+func from(t *testing.T, st prefetch.ModelStatus) prefetch.ByteSources {
+	t.Helper()
+	if st.From == nil {
+		t.Fatal("status does not say where the bytes came from")
+	}
+	return *st.From
+}
+
+// A cold node reads every byte from its two warm peers, none from the origin, and publishes the model
+// verified against the origin's identity; both peers share the work.
+func peerAssisted(t *testing.T, w *world) {
+	a := w.warmNode(t, 1, nil)
+	b := w.warmNode(t, 2, nil)
+	servedBefore := testutil.ToFloat64(a.metrics.Peers.ServedBytes) + testutil.ToFloat64(b.metrics.Peers.ServedBytes)
+	c := w.node(t, 3, nil)
+	st := c.fetch(t, w)
+	bs := from(t, st)
+	t.Logf("cold node: %d bytes from peers %v, %d from the origin", bs.PeerBytes, bs.Peers, bs.OriginBytes)
+	if bs.PeerBytes != w.size() || bs.OriginBytes != 0 {
+		t.Errorf("peer bytes %d, origin bytes %d; want all %d from peers", bs.PeerBytes, bs.OriginBytes, w.size())
+	}
+	if len(bs.Peers) != 2 || len(bs.Dropped) != 0 {
+		t.Errorf("peers used %v, dropped %v; want both, none dropped", bs.Peers, bs.Dropped)
+	}
+	served := testutil.ToFloat64(a.metrics.Peers.ServedBytes) + testutil.ToFloat64(b.metrics.Peers.ServedBytes) - servedBefore
+	if int64(served) != w.size() {
+		t.Errorf("peers served %v bytes, want %d", served, w.size())
+	}
+	if got := testutil.ToFloat64(c.metrics.Peers.FetchedBytes.WithLabelValues(w.model.Name, "peer")); int64(got) != w.size() {
+		t.Errorf("fetched-from-peer metric %v, want %d", got, w.size())
+	}
+	// The first warm node read the origin alone (no peer was warm yet), and says so; the second
+	// read the first.
+	if st, _ := prefetch.WeightsSection.Get(b.store); from(t, st.Models[0]).PeerBytes != w.size() {
+		t.Errorf("second node's status %+v; want every byte from the first", st.Models[0].From)
+	}
+	if st, _ := prefetch.WeightsSection.Get(a.store); from(t, st.Models[0]).OriginBytes != w.size() {
+		t.Errorf("first node's status %+v; want every byte from the origin", st.Models[0].From)
+	}
+}
+
+// One peer (behind a proxy that flips a byte of one response) gives a bad chunk: the file fails
+// verification against the origin's checksum, is fetched again from the origin, the bad peer is dropped
+// as corrupt, and the published model is correct.
+func flippedBits(t *testing.T, w *world) {
+	good := w.warmNode(t, 1, nil)
+	evil := w.node(t, 2, nil) // a Node claiming the model warm, whose address is the flipping proxy
+	evil.warm(t, w)
+	proxy, err := faultproxy.StartOn(net.JoinHostPort(evil.ip, w.port), "http://"+net.JoinHostPort(good.ip, w.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.Inject(faultproxy.Faults{Corrupt: 1})
+	c := w.node(t, 3, nil)
+	st := c.fetch(t, w) // checks every published byte against the origin's
+	bs := from(t, st)
+	t.Logf("flipped: %d bytes from peers %v, %d from the origin, dropped %v", bs.PeerBytes, bs.Peers, bs.OriginBytes, bs.Dropped)
+	if proxy.Injected() != 1 {
+		t.Fatalf("%d corruptions injected, want 1", proxy.Injected())
+	}
+	if !slices.Contains(bs.Dropped, evil.ip+":"+w.port+": corrupt") {
+		t.Errorf("dropped %v; want the flipping peer as corrupt", bs.Dropped)
+	}
+	if got := testutil.ToFloat64(c.metrics.Peers.Dropped.WithLabelValues("corrupt")); got != 1 {
+		t.Errorf("corrupt drops counted %v, want 1", got)
+	}
+	if bs.OriginBytes == 0 || bs.OriginBytes >= w.size() {
+		t.Errorf("origin bytes %d; want the refetched file only", bs.OriginBytes)
+	}
+}
+
+// A peer whose server dies while it sends a chunk: the chunk continues from the origin where the peer
+// stopped, the peer is dropped, the other peer takes the rest; the origin gives at most the unsent part
+// of the chunks that peer had in flight.
+func killedMidChunk(t *testing.T, w *world) {
+	good := w.warmNode(t, 1, nil)
+	victim := w.node(t, 2, nil)
+	victim.fetch(t, w)
+	victim.warm(t, w)
+	h := serve.New(serve.Options{Auth: authFor(t, w), Root: rootOf(t, victim), UploadLimit: 1 << 20, Metrics: victim.metrics.Peers,
+		Published: func(string, string) bool { return true }})
+	ln, err := net.Listen("tcp", net.JoinHostPort(victim.ip, w.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	var once sync.Once
+	stop := make(chan struct{})
+	go func() { // kill it once it has sent 1.5 chunks
+		for testutil.ToFloat64(victim.metrics.Peers.ServedBytes) < 1.5*chunk {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		once.Do(func() { srv.Close() })
+	}()
+	defer func() { close(stop); once.Do(func() { srv.Close() }) }()
+	c := w.node(t, 3, nil)
+	st := c.fetch(t, w)
+	bs := from(t, st)
+	t.Logf("killed: %d bytes from peers %v, %d from the origin, dropped %v (good peer served %v)", bs.PeerBytes, bs.Peers,
+		bs.OriginBytes, bs.Dropped, testutil.ToFloat64(good.metrics.Peers.ServedBytes))
+	if !slices.Contains(bs.Dropped, victim.ip+":"+w.port+": error") {
+		t.Errorf("dropped %v; want the killed peer", bs.Dropped)
+	}
+	// Concurrency 4 over two peers: the victim had at most 2-3 chunks in flight when it died.
+	if bs.OriginBytes == 0 || bs.OriginBytes > 3*chunk {
+		t.Errorf("origin bytes %d; want only the unsent rest of the killed peer's chunks (0 < x <= %d)", bs.OriginBytes, 3*chunk)
+	}
+	if bs.PeerBytes+bs.OriginBytes != w.size() {
+		t.Errorf("peer %d + origin %d != model %d", bs.PeerBytes, bs.OriginBytes, w.size())
+	}
+}
+
+func get(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Range", "bytes=0-99")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Requests without warmd's own token for the peer audience are refused: none (401), a token for the
+// API server's audience (401), another ServiceAccount's token for the peer audience (403); names that
+// are not a published file are 400 or 404, and each refusal is counted by reason.
+func refusals(t *testing.T, w *world) {
+	a := w.warmNode(t, 1, nil)
+	base := "http://" + net.JoinHostPort(a.ip, w.port)
+	good := w.kube.Token(t, "warmd", "warmd", audience)
+	url := peer.WeightsURL(base, w.model.Name, w.model.Revision, "shard-1.bin")
+	for _, tc := range []struct {
+		name, url, token string
+		want             int
+	}{
+		{"no token", url, "", http.StatusUnauthorized},
+		{"garbage token", url, "xyz", http.StatusUnauthorized},
+		{"token for another audience", url, w.kube.Token(t, "warmd", "warmd", "https://kubernetes.default.svc"), http.StatusUnauthorized},
+		{"another service account", url, w.kube.Token(t, "default", "intruder", audience), http.StatusForbidden},
+		{"warmd's token", url, good, http.StatusPartialContent},
+		{"path out of the snapshot", peer.WeightsURL(base, w.model.Name, w.model.Revision, "../../blobs/x"), good, http.StatusBadRequest},
+		{"staging is never served", peer.WeightsURL(base, w.model.Name, w.model.Revision, ".staging"), good, http.StatusNotFound},
+		{"revision not published", peer.WeightsURL(base, w.model.Name, "r2", "shard-1.bin"), good, http.StatusNotFound},
+		{"bad model name", peer.WeightsURL(base, "../etc", w.model.Revision, "shard-1.bin"), good, http.StatusBadRequest},
+	} {
+		if code, body := get(t, tc.url, tc.token); code != tc.want {
+			t.Errorf("%s: %d %q, want %d", tc.name, code, strings.TrimSpace(body), tc.want)
+		}
+	}
+	for reason, want := range map[string]float64{"unauthenticated": 3, "forbidden": 1, "bad_request": 2, "not_found": 2} {
+		if got := testutil.ToFloat64(a.metrics.Peers.Refused.WithLabelValues(reason)); got != want {
+			t.Errorf("refused %s: %v, want %v", reason, got, want)
+		}
+	}
+}
+
+// Three readers at once get no more than the node's upload cap together.
+func uploadCap(t *testing.T, w *world) {
+	a := w.warmNode(t, 1, uploadLimit("4Mi"))
+	base := "http://" + net.JoinHostPort(a.ip, w.port)
+	token := w.kube.Token(t, "warmd", "warmd", audience)
+	const readers, each = 3, 3 * chunk
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var total int64
+	t0 := time.Now()
+	for i := range readers {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet,
+				peer.WeightsURL(base, w.model.Name, w.model.Revision, "shard-1.bin"), nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Range", rangeOf(int64(i)*each, each))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			n, _ := io.Copy(io.Discard, resp.Body)
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	el := time.Since(t0)
+	rate := float64(total) / el.Seconds()
+	t.Logf("upload cap 4 MiB/s: %d bytes to %d readers in %s = %.2f MiB/s", total, readers, el.Round(time.Millisecond), rate/(1<<20))
+	if total != readers*each {
+		t.Fatalf("read %d bytes, want %d", total, readers*each)
+	}
+	if rate > 1.1*4*(1<<20) {
+		t.Errorf("served %.2f MiB/s, over the 4 MiB/s cap", rate/(1<<20))
+	}
+}
+
+// Two nodes want the model and neither holds it: the second by name waits while the first (the seed)
+// reads the origin, then reads every byte from it. A node that already holds the model never waits.
+func waitsForSeed(t *testing.T, w *world) {
+	seed := w.node(t, 1, nil)
+	seed.label(t, w, "cold")
+	late := w.node(t, 2, func(c *config.NodeConfig) { c.Peers.SeedWait = metav1.Duration{Duration: time.Minute} })
+	late.label(t, w, "cold")
+	done := make(chan prefetch.ModelStatus, 1)
+	go func() {
+		st, err := late.engine.Fetch(context.Background(), w.model, nil)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	time.Sleep(3 * time.Second) // the late node polls every 2s
+	select {
+	case st := <-done:
+		t.Fatalf("the late node did not wait for its seed: %+v", st.From)
+	default:
+	}
+	seed.fetch(t, w)
+	seed.serve(t, w)
+	seed.warm(t, w)
+	st := <-done
+	bs := from(t, st)
+	t.Logf("late node: %d bytes from peers %v, %d from the origin", bs.PeerBytes, bs.Peers, bs.OriginBytes)
+	if bs.PeerBytes != w.size() || bs.OriginBytes != 0 {
+		t.Errorf("late node read %d from peers and %d from the origin; want all %d from the seed", bs.PeerBytes, bs.OriginBytes, w.size())
+	}
+	// The seed, warm now, is not fetched again and does not wait (another cold node sorts before it).
+	w.node(t, 0, nil).label(t, w, "cold")
+	t0 := time.Now()
+	if _, err := seed.engine.Fetch(context.Background(), w.model, nil); err != nil || time.Since(t0) > time.Second {
+		t.Errorf("a published model's fetch took %s (%v); want no wait", time.Since(t0), err)
+	}
+}

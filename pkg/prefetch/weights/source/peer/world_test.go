@@ -1,0 +1,258 @@
+package peer_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/objstore/objstoretest"
+	"warmd.io/warmd/pkg/peer/auth"
+	"warmd.io/warmd/pkg/peer/serve"
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/weights"
+	peersrc "warmd.io/warmd/pkg/prefetch/weights/source/peer"
+	"warmd.io/warmd/pkg/state"
+)
+
+const (
+	audience = "warmd.io/peer"
+	chunk    = 1 << 20
+)
+
+// world is a small fleet on one machine: one real kube-apiserver holding the Node objects, one
+// versitygw bucket as the origin, and nodes that each have their own data dir and their own loopback
+// address (127.0.0.x) with the peer port every node shares, as Node InternalIPs would.
+type world struct {
+	kube   *kubeenv.Env
+	origin objstore.Store
+	bucket string
+	files  map[string][]byte
+	model  config.Model
+	port   string
+	token  string // a file holding warmd's own token for the peer audience
+	prefix string // of the Node names of one scenario
+}
+
+// scenario is w for one subtest: its own model name (so its own Node label) and Node names, the
+// same origin files, API server and addresses.
+func (w *world) scenario(name string) *world {
+	c := *w
+	c.model.Name = "acme/" + name
+	c.prefix = name
+	return &c
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	s3 := testenv.RequireS3(t)
+	kube := kubeenv.Start(t)
+	w := &world{kube: kube, bucket: objstoretest.NewBucket(t, s3, "peers")}
+	w.origin = objstoretest.NewClient(t, s3, "", objstore.Options{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	w.files = map[string][]byte{"config.json": []byte(`{"model_type": "llama"}`)}
+	for i, n := range []int{9*chunk + 333, 7 * chunk, 5*chunk + 1} {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		w.files[fmt.Sprintf("shard-%d.bin", i+1)] = b
+	}
+	for n, b := range w.files {
+		if err := objstore.PutBytes(context.Background(), w.origin, w.bucket, "m/"+n, b, objstore.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.model = config.Model{Name: "acme/fleet", Source: "s3://" + w.bucket + "/m/", Revision: "r1"}
+	w.port = freePort(t)
+	w.token = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(w.token, []byte(kube.Token(t, "warmd", "warmd", audience)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) size() int64 {
+	var n int64
+	for _, b := range w.files {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// freePort finds a port free on 127.0.0.11..19 (the nodes' addresses).
+func freePort(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.11:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+		ok := true
+		for i := 12; i < 20 && ok; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%s", i, port))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on every node address")
+	return ""
+}
+
+// node is one warmd's data dir, state store, metrics and weights engine, with the peer opener the
+// daemon wires (pkg/assemble) in front of the origin.
+type node struct {
+	name, ip string
+	cfg      *config.NodeConfig
+	store    *state.Store
+	metrics  *metrics.Metrics
+	engine   *weights.Engine
+}
+
+func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
+	t.Helper()
+	n := &node{name: fmt.Sprintf("%s-%d", w.prefix, i), ip: fmt.Sprintf("127.0.0.%d", 10+i), store: state.New(time.Now),
+		metrics: metrics.New(prometheus.NewRegistry())}
+	n.cfg = &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: n.name, DataDir: t.TempDir(),
+		Models: []config.Model{w.model}}
+	n.cfg.Peers = config.Peers{Enabled: true, Listen: net.JoinHostPort(n.ip, w.port), TokenFile: w.token}
+	n.cfg.Default()
+	if mut != nil {
+		mut(n.cfg)
+	}
+	if err := n.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	open := weights.SourceOpener(func(context.Context) (objstore.Store, error) { return w.origin, nil })
+	e, err := weights.New(weights.Options{DataDir: n.cfg.DataDir, ChunkSize: chunk, Concurrency: 4,
+		Open: peersrc.Wrap(open, w.kube.Client, n.cfg, n.metrics.Peers, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	n.engine = e
+	_, err = w.kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// fetch downloads the model on n and publishes its status, as the weights part does.
+func (n *node) fetch(t *testing.T, w *world) prefetch.ModelStatus {
+	t.Helper()
+	st, err := n.engine.Fetch(context.Background(), w.model, nil)
+	if err != nil {
+		t.Fatalf("%s: fetch: %v", n.name, err)
+	}
+	prefetch.WeightsSection.Publish(n.store, prefetch.WeightsStatus{Models: []prefetch.ModelStatus{st}})
+	for name, want := range w.files {
+		got, err := os.ReadFile(filepath.Join(st.SnapshotPath, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: published %s differs from the origin's (%v)", n.name, name, err)
+		}
+	}
+	return st
+}
+
+// warm labels n's Node as holding the model warm (what readiness writes once the weights are ready).
+func (n *node) warm(t *testing.T, w *world) { n.label(t, w, "warm") }
+
+// label sets the model's label on n's Node, as readiness would.
+func (n *node) label(t *testing.T, w *world, value string) {
+	t.Helper()
+	key := model.LabelKeys([]string{w.model.Name})[w.model.Name]
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if _, err := w.kube.Client.CoreV1().Nodes().Patch(context.Background(), n.name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serve runs n's peer server part (as the daemon would) until the test ends.
+func (n *node) serve(t *testing.T, w *world) *serve.Part {
+	t.Helper()
+	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{})
+	if err != nil || p == nil {
+		t.Fatalf("peer part: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s peer server: %v", n.name, err)
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Second); p.Ready() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s peer server not ready: %v", n.name, p.Ready())
+		}
+	}
+	return p
+}
+
+// warmNode makes node i warm from the origin and serving.
+func (w *world) warmNode(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
+	t.Helper()
+	n := w.node(t, i, mut)
+	n.label(t, w, "cold") // readiness labels a wanted model cold before its weights are in
+	n.fetch(t, w)
+	n.serve(t, w)
+	n.warm(t, w)
+	return n
+}
+
+func uploadLimit(q string) func(*config.NodeConfig) {
+	return func(c *config.NodeConfig) { c.Peers.UploadLimit = resource.MustParse(q) }
+}
+
+func rangeOf(off, n int64) string { return fmt.Sprintf("bytes=%d-%d", off, off+n-1) }
+
+// authFor is the checker the daemon builds: TokenReview against the world's API server.
+func authFor(t *testing.T, w *world) serve.Checker {
+	t.Helper()
+	r, err := auth.New(w.kube.Client, auth.Options{Audience: audience, Username: "system:serviceaccount:warmd:warmd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// rootOf opens n's weights cache root.
+func rootOf(t *testing.T, n *node) *fsroot.Root {
+	t.Helper()
+	r, err := fsroot.Open(filepath.Join(n.cfg.DataDir, "weights"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
