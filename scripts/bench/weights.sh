@@ -105,6 +105,7 @@ measure() {
   local cmd
   case $tool in
   warmd) cmd=("$warmd" prefetch weights "s3://$b/" "$dest" --name bench/weights --endpoint "$WARMD_TEST_S3" --progress none -o json) ;;
+  warmd-keep) cmd=("$warmd" prefetch weights "s3://$b/" "$dest" --name bench/weights --endpoint "$WARMD_TEST_S3" --progress none -o json --page-cache keep) ;;
   s5cmd) cmd=("$work/s5cmd" --endpoint-url "$WARMD_TEST_S3" cp "$@" "s3://$b/*" "$dest/") ;;
   tm) cmd=("$peer" tm -endpoint "$WARMD_TEST_S3" -bucket "$b" -dest "$dest" "$@") ;;
   ceiling) cmd=("$peer" ceiling -endpoint "$WARMD_TEST_S3" -bucket "$b") ;;
@@ -117,7 +118,7 @@ measure() {
   m_rss=$((rss_kb / 1024)) m_fsync=0 m_read=0
   [ "$tool" = ceiling ] && return
   local files=$dest t0 got
-  [ "$tool" = warmd ] && files=$dest/models--bench--weights/snapshots
+  [ "${tool%-keep}" = warmd ] && files=$dest/models--bench--weights/snapshots
   t0=$(now) && "$peer" fsync "$dest" >/dev/null && m_fsync=$(secs "$t0" "$(now)")
   t0=$(now) && got=$("$peer" read "$files") && m_read=$(secs "$t0" "$(now)")
   got=$(awk '{print $2}' <<<"$got")
@@ -160,11 +161,11 @@ log "disk: O_DIRECT write of $((ddn << 4)) MiB at $disk GB/s (dd)"
 # --- timed rounds ---
 results=$work/results
 : >"$results"
-tools=(warmd s5cmd tm ceiling)
+tools=(warmd s5cmd tm ceiling warmd-keep)
 verify=""
 for r in $(seq 1 "$ROUNDS"); do
-  for k in 0 1 2 3; do
-    tool=${tools[$(((r - 1 + k) % 4))]}
+  for k in "${!tools[@]}"; do
+    tool=${tools[$(((r - 1 + k) % ${#tools[@]}))]}
     flags=""
     case $tool in s5cmd) flags=$S5CMD_FLAGS ;; tm) flags=$TM_FLAGS ;; esac
     # shellcheck disable=SC2086
@@ -191,7 +192,7 @@ rm -rf "$dest"
 median() { awk -v t="$1" -v c="$2" -v f="${3:-1}" '$2 == t && $1 >= f {print $c}' "$results" | sort -g | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
 round1() { awk -v t="$1" -v c="$2" '$2 == t && $1 == 1 {print $c}' "$results"; }
 for c in 3:durable 4:loaded 5:exit; do
-  log "medians to ${c#*:} over $ROUNDS rounds: warmd $(median warmd "${c%%:*}"), s5cmd $(median s5cmd "${c%%:*}"), transfermanager $(median tm "${c%%:*}") GB/s; rounds 2-$ROUNDS: warmd $(median warmd "${c%%:*}" 2), s5cmd $(median s5cmd "${c%%:*}" 2), tm $(median tm "${c%%:*}" 2); round 1: warmd $(round1 warmd "${c%%:*}"), s5cmd $(round1 s5cmd "${c%%:*}"), tm $(round1 tm "${c%%:*}")"
+  log "medians to ${c#*:} over $ROUNDS rounds: warmd $(median warmd "${c%%:*}"), warmd pageCache=keep $(median warmd-keep "${c%%:*}"), s5cmd $(median s5cmd "${c%%:*}"), transfermanager $(median tm "${c%%:*}") GB/s; rounds 2-$ROUNDS: warmd $(median warmd "${c%%:*}" 2), s5cmd $(median s5cmd "${c%%:*}" 2), tm $(median tm "${c%%:*}" 2); round 1: warmd $(round1 warmd "${c%%:*}"), s5cmd $(round1 s5cmd "${c%%:*}"), tm $(round1 tm "${c%%:*}")"
 done
 w=$(median warmd 3) s=$(median s5cmd 3) c=$(median ceiling 3)
 rss=$(awk '$2 == "warmd" && $6 > m {m=$6} END {print m+0}' "$results")
