@@ -16,7 +16,9 @@
 #
 # Sweeps: before the timed rounds, each peer's candidate settings run once on a reduced data set
 # (1 x BIG/4 + SHARDS/2 x SHARD/2, same shape) and the best by time-to-durable is used in every round;
-# the sweep and the choice are logged. warmd runs with its defaults (what a NodeConfig gets).
+# the sweep and the choice are logged. warmd runs with its defaults (what a NodeConfig gets), which
+# the contract line reports; `warmd-keep` is warmd with weights.pageCache=keep (buffered writes, the
+# model left in the page cache as the copiers leave it), measured in the same rounds and logged.
 #
 # What is timed, per tool and round (the same three for all):
 #   exit     the tool's wall time (GNU time), which for warmd includes fallocate, checksum
@@ -27,7 +29,7 @@
 #            a vLLM user waits for. warmd writes with O_DIRECT, so its read comes from the disk; the
 #            copiers' data is still in the page cache. The read runs after the fsync (a copier's
 #            clean cached pages read as fast as dirty ones), so neither figure pays for the other.
-# Fairness: rounds rotate which tool starts (round i starts with tool i mod 4), ROUNDS >= 5, medians.
+# Fairness: rounds rotate which tool starts (round i starts with tool i mod 5), ROUNDS >= 5, medians.
 # Between runs only our own files leave the page cache: each destination is fsynced, dropped with
 # posix_fadvise(POSIX_FADV_DONTNEED) and deleted (s3peer drop); /proc/sys/vm/drop_caches, a
 # machine-wide `sync` and other processes' files are not ours to touch. The source objects stay in
