@@ -35,6 +35,7 @@ type prefetchWeightsOptions struct {
 	conc       int
 	chunk      string
 	bandwidth  string
+	pageCache  string
 	progress   string
 	output     string
 	logLevel   string
@@ -77,6 +78,7 @@ Exit status 1 when any model failed.`,
 	f.IntVar(&o.conc, "concurrency", 0, "ranged GETs in flight (default: config, else 16)")
 	f.StringVar(&o.chunk, "chunk-size", "", "bytes per ranged GET, e.g. 16Mi (default: config, else 16Mi)")
 	f.StringVar(&o.bandwidth, "bandwidth-limit", "", "bytes per second cap, e.g. 500Mi (default: config, else none)")
+	f.StringVar(&o.pageCache, "page-cache", "", "bypass (O_DIRECT) or keep (the model stays in the page cache) (default: config, else bypass)")
 	f.StringVar(&o.progress, "progress", "auto", "progress display: auto (bar on a terminal), bars, plain, none")
 	f.StringVarP(&o.output, "output", "o", "text", "summary format: text or json")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
@@ -126,6 +128,7 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	eo := weights.Options{DataDir: cfg.DataDir, CacheRoot: cacheRoot, Concurrency: cfg.Weights.Concurrency,
 		ChunkSize: cfg.Weights.ChunkSize.Value(), BandwidthLimit: cfg.Weights.BandwidthLimit.Value(),
 		Budget: cfg.Weights.Budget.Value(), InUseWindow: cfg.Weights.InUseWindow.Duration, Log: log,
+		BufferedIO: cfg.Weights.PageCache == config.PageCacheKeep,
 		Open: weights.SourceOpener(func(ctx context.Context) (objstore.Store, error) {
 			return objstore.NewS3(ctx, cfg.S3, objstore.Options{MaxConns: 2 * cfg.Weights.Concurrency, Log: log})
 		})}
@@ -192,6 +195,13 @@ func adhocConfig(o prefetchWeightsOptions, source, dir string) (*config.NodeConf
 func applyTuning(cfg *config.NodeConfig, o prefetchWeightsOptions) error {
 	if o.conc > 0 {
 		cfg.Weights.Concurrency = o.conc
+	}
+	switch o.pageCache {
+	case "":
+	case config.PageCacheBypass, config.PageCacheKeep:
+		cfg.Weights.PageCache = o.pageCache
+	default:
+		return fmt.Errorf("--page-cache %q: use bypass or keep", o.pageCache)
 	}
 	for flag, p := range map[string]struct {
 		v   string

@@ -28,7 +28,7 @@ func TestParseExample(t *testing.T) {
 	if c.Weights.Budget.Value() != 500<<30 {
 		t.Errorf("budget = %d", c.Weights.Budget.Value())
 	}
-	if c.Weights.ChunkSize.Value() != 16<<20 || c.Weights.Concurrency != 16 || c.ImagePull.OnRemove != "unpin" {
+	if c.Weights.ChunkSize.Value() != 16<<20 || c.Weights.Concurrency != 16 || c.ImagePull.OnRemove != "unpin" || c.Weights.PageCache != PageCacheBypass {
 		t.Errorf("defaults not filled: %+v %+v", c.Weights, c.ImagePull)
 	}
 }
@@ -58,6 +58,7 @@ imagePull:
   onRemove: delete
 weights:
   chunkSize: 1Ki
+  pageCache: readBack
 api:
   listen: "9400"
 `
@@ -74,6 +75,7 @@ api:
 		`models[1].tensorParallelSize: -2 is outside 1..64`,
 		`imagePull.onRemove: "delete" is not a policy (use unpin, keep or remove)`,
 		`weights.chunkSize: 1Ki is outside 1Mi..1Gi`,
+		`weights.pageCache: "readBack" is not a page-cache mode (use bypass (O_DIRECT, the default) or keep)`,
 		`api.listen: "9400" is not host:port`,
 	}
 	msg := err.Error()

@@ -55,6 +55,7 @@ func (c *NodeConfig) Default() {
 		c.Weights.ChunkSize = resource.MustParse("16Mi")
 	}
 	setDur(&c.Weights.InUseWindow, 10*time.Minute)
+	setStr(&c.Weights.PageCache, PageCacheBypass)
 	setDur(&c.CompileCache.QuietPeriod, 60*time.Second)
 	setDur(&c.CompileCache.RestoreInterval, 10*time.Minute)
 	if c.Prewarm.MaxBytes.IsZero() {

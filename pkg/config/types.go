@@ -107,7 +107,26 @@ type Weights struct {
 	// InUseWindow: a model whose files were opened this recently counts as in use. Default 10m.
 	// Range: 1m..168h.
 	InUseWindow metav1.Duration `json:"inUseWindow,omitempty"`
+	// PageCache is how downloaded weights meet the page cache: bypass (default) or keep.
+	//
+	// bypass writes with O_DIRECT: a prefetch of 100s of GB does not evict what serving pods have
+	// cached, and the data is durable sooner (on the disks measured, direct writes ran at about twice
+	// the rate of buffered writes plus fsync). The page cache then holds none of the model; the
+	// pre-warm (prewarm) reads it in while a vLLM pod for it starts, so the loader still reads memory.
+	//
+	// keep writes through the page cache (then fsyncs before publishing, as bypass does): the model
+	// stays cached as copiers such as s5cmd leave it, so a loader started right after the prefetch,
+	// with no pod start to overlap a pre-warm with, reads memory rather than disk. It costs the
+	// eviction of other cached data and a slower durable write; use it on nodes that load a model as
+	// soon as it lands and have the memory to hold it.
+	PageCache string `json:"pageCache,omitempty"`
 }
+
+// The weights.pageCache choices.
+const (
+	PageCacheBypass = "bypass"
+	PageCacheKeep   = "keep"
+)
 
 // CompileCache configures the per-SKU torch.compile/Inductor/Triton/FlashInfer caches.
 type CompileCache struct {

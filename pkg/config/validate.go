@@ -144,6 +144,11 @@ func (c *NodeConfig) Validate() error {
 	p.qtyIn("weights.bandwidthLimit", c.Weights.BandwidthLimit)
 	p.qtyIn("weights.chunkSize", c.Weights.ChunkSize)
 	p.durIn("weights.inUseWindow", c.Weights.InUseWindow.Duration)
+	switch c.Weights.PageCache {
+	case "", PageCacheBypass, PageCacheKeep:
+	default:
+		p.add("weights.pageCache", fmt.Sprintf("%s is not a page-cache mode", quote(c.Weights.PageCache)), "use bypass (O_DIRECT, the default) or keep")
+	}
 	if c.CompileCache.Remote != "" {
 		if _, _, err := ParseS3URL(c.CompileCache.Remote); err != nil {
 			p.add("compileCache.remote", err.Error(), "use s3://bucket/prefix")

@@ -1,9 +1,20 @@
-// Command s3peer is the benchmark's peer for warmd's weight prefetch (scripts/bench/weights.sh):
+// Command s3peer holds the benchmark's helpers for warmd's weight prefetch (scripts/bench/weights.sh):
 //
-//	s3peer tm -endpoint URL -bucket B -dest DIR      aws-sdk-go-v2 transfermanager DownloadDirectory
-//	                                                 with GetObjectType=GetObjectRanges, its defaults otherwise
-//	s3peer ceiling -endpoint URL -bucket B           parallel ranged GETs to io.Discard: the network-side
-//	                                                 ceiling (no disk) on this machine
+//	s3peer upload -endpoint URL -bucket B -src DIR [-part BYTES] [-alg CRC64NVME]
+//	                  creates the bucket and uploads every file under DIR through S3, as a real upload
+//	                  does: PutObject, or a multipart upload over -part bytes, with a FULL_OBJECT
+//	                  checksum of -alg, so each object carries the checksum a downloader can verify
+//	s3peer tm -endpoint URL -bucket B -dest DIR [-concurrency N] [-part BYTES]
+//	                  aws-sdk-go-v2 transfermanager DownloadDirectory with GetObjectType=GetObjectRanges;
+//	                  -concurrency is its Concurrency (objects in flight, and ranged GETs per object),
+//	                  -part its PartSizeBytes; 0 keeps the SDK's defaults (5, 8 MiB)
+//	s3peer ceiling -endpoint URL -bucket B [-concurrency N] [-chunk BYTES]
+//	                  parallel ranged GETs to io.Discard: the network-side ceiling (no disk) here
+//	s3peer fsync|drop|read DIR...
+//	                  the bench's own file operations on the regular files under DIR (links followed
+//	                  for read, so warmd's snapshot reads its blobs): fsync each; fsync then
+//	                  posix_fadvise(POSIX_FADV_DONTNEED) each (drops only these files from the page
+//	                  cache, never the machine's); read each once sequentially, as safetensors loading does
 //
 // Credentials come from the default AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY in the bench).
 package main
@@ -27,14 +38,28 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: s3peer tm|ceiling -endpoint URL -bucket B [-dest DIR] [-concurrency N] [-chunk BYTES]")
+		fmt.Fprintln(os.Stderr, "usage: s3peer upload|tm|ceiling -endpoint URL -bucket B ... | s3peer fsync|drop|read DIR...")
 		os.Exit(2)
 	}
-	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	mode := os.Args[1]
+	switch mode {
+	case "fsync", "drop", "read":
+		start := time.Now()
+		n, err := files(mode, os.Args[2:])
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("%s: %d bytes in %.3fs\n", mode, n, time.Since(start).Seconds())
+		return
+	}
+	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	endpoint := fs.String("endpoint", "", "S3 endpoint")
 	bucket := fs.String("bucket", "", "bucket")
 	dest := fs.String("dest", "", "destination dir (tm)")
-	conc := fs.Int("concurrency", 16, "ranged GETs in flight (ceiling)")
+	src := fs.String("src", "", "source dir (upload)")
+	alg := fs.String("alg", "CRC64NVME", "full-object checksum algorithm (upload)")
+	conc := fs.Int("concurrency", 0, "tm: Concurrency (0: SDK default); ceiling: ranged GETs in flight (0: 16)")
+	part := fs.Int64("part", 0, "tm: PartSizeBytes (0: SDK default); upload: multipart part size (0: 64 MiB)")
 	chunk := fs.Int64("chunk", 16<<20, "bytes per ranged GET (ceiling)")
 	fs.Parse(os.Args[2:])
 	ctx := context.Background()
@@ -50,23 +75,35 @@ func main() {
 	})
 	start := time.Now()
 	var n int64
-	switch os.Args[1] {
+	switch mode {
+	case "upload":
+		n, err = upload(ctx, client, *bucket, *src, *alg, *part)
 	case "tm":
-		tm := transfermanager.New(client, func(o *transfermanager.Options) { o.GetObjectType = tmtypes.GetObjectRanges })
-		out, err := tm.DownloadDirectory(ctx, &transfermanager.DownloadDirectoryInput{Bucket: bucket, Destination: dest})
-		if err != nil {
-			fail(err)
+		tm := transfermanager.New(client, func(o *transfermanager.Options) {
+			o.GetObjectType = tmtypes.GetObjectRanges
+			if *conc > 0 {
+				o.Concurrency = *conc
+			}
+			if *part > 0 {
+				o.PartSizeBytes = *part
+			}
+		})
+		var out *transfermanager.DownloadDirectoryOutput
+		if out, err = tm.DownloadDirectory(ctx, &transfermanager.DownloadDirectoryInput{Bucket: bucket, Destination: dest}); err == nil {
+			n = out.ObjectsDownloaded
 		}
-		n = out.ObjectsDownloaded
 	case "ceiling":
-		n, err = ceiling(ctx, client, *bucket, *conc, *chunk)
-		if err != nil {
-			fail(err)
+		if *conc <= 0 {
+			*conc = 16
 		}
+		n, err = ceiling(ctx, client, *bucket, *conc, *chunk)
 	default:
-		fail(fmt.Errorf("unknown mode %q", os.Args[1]))
+		err = fmt.Errorf("unknown mode %q", mode)
 	}
-	fmt.Printf("%s: %d in %.3fs\n", os.Args[1], n, time.Since(start).Seconds())
+	if err != nil {
+		fail(err)
+	}
+	fmt.Printf("%s: %d in %.3fs\n", mode, n, time.Since(start).Seconds())
 }
 
 func ceiling(ctx context.Context, c *s3.Client, bucket string, conc int, chunk int64) (int64, error) {

@@ -133,7 +133,8 @@ func (m *Manager) Reconfigure(cfg *config.NodeConfig) {
 
 func engineOptions(cfg *config.NodeConfig) Options {
 	return Options{DataDir: cfg.DataDir, Concurrency: cfg.Weights.Concurrency, ChunkSize: cfg.Weights.ChunkSize.Value(),
-		BandwidthLimit: cfg.Weights.BandwidthLimit.Value(), Budget: cfg.Weights.Budget.Value(), InUseWindow: cfg.Weights.InUseWindow.Duration}
+		BandwidthLimit: cfg.Weights.BandwidthLimit.Value(), Budget: cfg.Weights.Budget.Value(), InUseWindow: cfg.Weights.InUseWindow.Duration,
+		BufferedIO: cfg.Weights.PageCache == config.PageCacheKeep}
 }
 
 // engineFor returns the engine for cfg, rebuilding it when the weights tuning changed.

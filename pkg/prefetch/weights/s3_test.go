@@ -55,9 +55,17 @@ func s3Engine(t testing.TB, store objstore.Store, dataDir string, mut func(*weig
 // putMultipart uploads b as a multipart object with CRC32C part checksums (a composite checksum).
 func putMultipart(t testing.TB, c *s3.Client, bucket, key string, b []byte, partSize int) {
 	t.Helper()
+	putMultipartAs(t, c, bucket, key, b, partSize, types.ChecksumAlgorithmCrc32c, types.ChecksumTypeComposite)
+}
+
+// putMultipartAs uploads b as a multipart object with alg part checksums, combined by the store
+// into a checksum of type typ (COMPOSITE: a checksum of the parts' checksums; FULL_OBJECT: the CRC
+// of the whole object, as the AWS CLI and SDKs upload with CRC64NVME by default).
+func putMultipartAs(t testing.TB, c *s3.Client, bucket, key string, b []byte, partSize int, alg types.ChecksumAlgorithm, typ types.ChecksumType) {
+	t.Helper()
 	ctx := context.Background()
 	mp, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key,
-		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c, ChecksumType: types.ChecksumTypeComposite})
+		ChecksumAlgorithm: alg, ChecksumType: typ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +73,15 @@ func putMultipart(t testing.TB, c *s3.Client, bucket, key string, b []byte, part
 	for i, off := int32(1), 0; off < len(b); i, off = i+1, off+partSize {
 		end := min(off+partSize, len(b))
 		up, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: &key, UploadId: mp.UploadId, PartNumber: aws.Int32(i),
-			Body: bytes.NewReader(b[off:end]), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
+			Body: bytes.NewReader(b[off:end]), ChecksumAlgorithm: alg})
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts = append(parts, types.CompletedPart{ETag: up.ETag, PartNumber: aws.Int32(i), ChecksumCRC32C: up.ChecksumCRC32C})
+		parts = append(parts, types.CompletedPart{ETag: up.ETag, PartNumber: aws.Int32(i),
+			ChecksumCRC32C: up.ChecksumCRC32C, ChecksumCRC32: up.ChecksumCRC32, ChecksumCRC64NVME: up.ChecksumCRC64NVME})
 	}
 	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: mp.UploadId,
-		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		ChecksumType: typ, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -107,6 +116,20 @@ func TestS3Verification(t *testing.T) {
 			}, nil, prefetch.VerifiedChecksum},
 			{"stored CRC32C checksums", false, func(t *testing.T, e s3Env, st *objstore.S3, m fakeModel) {
 				m.put(t, st, e.bucket, "m/", objstore.PutOptions{ChecksumAlgorithm: "CRC32C"})
+			}, nil, prefetch.VerifiedChecksum},
+			{"stored CRC64NVME checksums", false, func(t *testing.T, e s3Env, st *objstore.S3, m fakeModel) {
+				m.put(t, st, e.bucket, "m/", objstore.PutOptions{ChecksumAlgorithm: "CRC64NVME"})
+			}, nil, prefetch.VerifiedChecksum},
+			{"full-object CRC64NVME multipart checksum", false, func(t *testing.T, e s3Env, st *objstore.S3, m fakeModel) {
+				// What aws s3 cp and the SDKs' upload managers store for a large file: the parts'
+				// CRCs combined into the whole object's, verified from the streamed chunks.
+				for k, v := range m {
+					if k == big {
+						putMultipartAs(t, st.Client(), e.bucket, "m/"+k, v, 5<<20, types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject)
+					} else if err := objstore.PutBytes(context.Background(), st, e.bucket, "m/"+k, v, objstore.PutOptions{ChecksumAlgorithm: "CRC64NVME"}); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}, nil, prefetch.VerifiedChecksum},
 			{"composite multipart checksum", false, func(t *testing.T, e s3Env, st *objstore.S3, m fakeModel) {
 				small := fakeModel{}
@@ -147,6 +170,9 @@ func TestS3Verification(t *testing.T) {
 					}
 					if fv.Method != want {
 						t.Errorf("%s verified by %s (%s), want %s", fv.Name, fv.Method, fv.Digest, want)
+					}
+					if strings.Contains(tc.name, "CRC64NVME") && fv.Method == prefetch.VerifiedChecksum && !strings.HasPrefix(fv.Digest, "CRC64NVME:") {
+						t.Errorf("%s verified as %s, want the stored CRC64NVME", fv.Name, fv.Digest)
 					}
 					// Full-object CRCs are checked from the streamed chunks, without a read-back.
 					if wantStreamed := fv.Method == prefetch.VerifiedChecksum && fv.Size > 0 && !strings.HasPrefix(fv.Digest, "SHA"); fv.Streamed != wantStreamed {
