@@ -42,7 +42,9 @@ type Options struct {
 	// Snapshotter is the CRI plugin's snapshotter (overlayfs by default).
 	Snapshotter string
 	Registry    oci.Registry
-	// Path forces "transfer" or "pull"; empty detects (tests use it to check both paths).
+	// Path forces "stream", "transfer" or "pull"; empty detects (tests use it to check every path):
+	// stream where the daemon has the Transfer API and its snapshotter can rebase (containerd 2.x
+	// overlayfs outside a user namespace), else transfer, else pull (containerd 1.6).
 	Path string
 	// MaxConcurrentDownloads bounds layers fetched at once on the pull path. Default 3.
 	MaxConcurrentDownloads int
@@ -107,13 +109,16 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		b.path = PathPull
 		if ok, why := hasTransfer(vctx, c); ok {
 			b.path = PathTransfer
+			if hasRebase(vctx, c, opts.Snapshotter) {
+				b.path = PathStream
+			}
 		} else {
 			opts.Log.Info("containerd lacks the Transfer API; falling back to client-side Pull with ListStatuses progress", "version", v.Version, "why", why)
 		}
 	}
-	if b.path != PathTransfer && b.path != PathPull {
+	if b.path != PathTransfer && b.path != PathPull && b.path != PathStream {
 		c.Close()
-		return nil, fmt.Errorf("containerd API path %q is not transfer or pull", b.path)
+		return nil, fmt.Errorf("containerd API path %q is not stream, transfer or pull", b.path)
 	}
 	b.info = prefetch.BackendInfo{
 		Name: "containerd",
@@ -168,9 +173,12 @@ func (b *Backend) Pull(ctx context.Context, r prefetch.Resolved, progress func(p
 		progress = func(prefetch.Progress) {}
 	}
 	var err error
-	if b.path == PathTransfer {
+	switch b.path {
+	case PathStream:
+		err = b.pullStream(ctx, r, progress)
+	case PathTransfer:
 		err = b.pullTransfer(ctx, r, progress)
-	} else {
+	default:
 		err = b.pullClient(ctx, r, progress)
 	}
 	if err != nil {
