@@ -11,7 +11,7 @@ import (
 	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
-// TestConformance runs the Images suite against containerd 2.4 (stream and Transfer paths) and 1.6 (Pull API).
+// TestConformance runs the Images suite against containerd 2.4 (Transfer and parallel paths) and 1.6 (Pull API).
 func TestConformance(t *testing.T) {
 	for _, d := range daemons {
 		t.Run(d.name, func(t *testing.T) {

@@ -34,8 +34,8 @@ type daemon struct {
 }
 
 var daemons = []daemon{
-	{name: "containerd-2.4", socket: testenv.Containerd, wantPath: containerd.PathStream, criPinned: true},
-	{name: "containerd-2.4-transfer", socket: testenv.Containerd, path: containerd.PathTransfer, wantPath: containerd.PathTransfer, criPinned: true},
+	{name: "containerd-2.4", socket: testenv.Containerd, wantPath: containerd.PathTransfer, criPinned: true},
+	{name: "containerd-2.4-parallel", socket: testenv.Containerd, path: containerd.PathParallel, wantPath: containerd.PathParallel, criPinned: true},
 	{name: "containerd-1.6", socket: testenv.Containerd16, wantPath: containerd.PathPull},
 }
 
