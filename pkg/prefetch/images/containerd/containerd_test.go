@@ -27,18 +27,21 @@ type daemon struct {
 	name     string
 	socket   func(testing.TB) string
 	wantPath string
+	// path forces an API path ("" detects).
+	path string
 	// criPinned: only containerd 2.x's CRI reports the pin (1.6.20 ignores the label).
 	criPinned bool
 }
 
 var daemons = []daemon{
 	{name: "containerd-2.4", socket: testenv.Containerd, wantPath: containerd.PathTransfer, criPinned: true},
+	{name: "containerd-2.4-parallel", socket: testenv.Containerd, path: containerd.PathParallel, wantPath: containerd.PathParallel, criPinned: true},
 	{name: "containerd-1.6", socket: testenv.Containerd16, wantPath: containerd.PathPull},
 }
 
-func newBackend(t *testing.T, socket string, reg oci.Registry) *containerd.Backend {
+func newBackend(t *testing.T, socket, path string, reg oci.Registry) *containerd.Backend {
 	t.Helper()
-	b, err := containerd.New(t.Context(), containerd.Options{Address: socket, Namespace: "k8s.io", Snapshotter: "overlayfs", Registry: reg, PollInterval: 20 * time.Millisecond})
+	b, err := containerd.New(t.Context(), containerd.Options{Address: socket, Namespace: "k8s.io", Snapshotter: "overlayfs", Registry: reg, Path: path, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestBackend(t *testing.T) {
 			socket := d.socket(t)
 			reg := imagetest.NewRegistry(t, imagetest.Options{})
 			imagetest.CleanupDaemon(t, socket, "k8s.io", reg)
-			b := newBackend(t, socket, oci.Registry{})
+			b := newBackend(t, socket, d.path, oci.Registry{})
 			if b.Path() != d.wantPath {
 				t.Fatalf("detected API path %q, want %q", b.Path(), d.wantPath)
 			}
@@ -135,11 +138,11 @@ func TestBackend(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(secretDir, ".dockerconfigjson"), []byte(imagetest.DockerConfig(priv.Host, "warmd", "s3cret")), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				anon := newBackend(t, socket, oci.Registry{})
+				anon := newBackend(t, socket, d.path, oci.Registry{})
 				if _, err := anon.Resolve(t.Context(), priv.Ref("warmd-img/private:v1")); err == nil {
 					t.Fatal("resolve without credentials succeeded against a private registry")
 				}
-				authed := newBackend(t, socket, oci.Registry{Auth: oci.Auth{Files: []string{secretDir}}})
+				authed := newBackend(t, socket, d.path, oci.Registry{Auth: oci.Auth{Files: []string{secretDir}}})
 				r, _ := pull(t, authed, priv.Ref("warmd-img/private:v1"))
 				if l, err := authed.Lookup(t.Context(), r.Name); err != nil || !l.Unpacked {
 					t.Fatalf("private image: %+v, %v", l, err)
@@ -156,7 +159,7 @@ func TestBackend(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(hosts, "warmd-mirror.test", "hosts.toml"), []byte(toml), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				mb := newBackend(t, socket, oci.Registry{HostsDir: hosts})
+				mb := newBackend(t, socket, d.path, oci.Registry{HostsDir: hosts})
 				r, _ := pull(t, mb, "warmd-mirror.test/warmd-img/mirrored:v1")
 				if r.Target.Digest.String() != imagetest.Digest(t, img) {
 					t.Errorf("mirror served %s, want %s", r.Target.Digest, imagetest.Digest(t, img))

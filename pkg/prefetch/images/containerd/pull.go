@@ -23,23 +23,9 @@ func pullLabels() map[string]string {
 // platform. Credentials travel back to this process over the transfer stream, so secrets never
 // reach containerd's config.
 func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progress func(prefetch.Progress)) error {
-	pr, err := oci.ParseRef(r.Name)
+	reg, err := b.transferSource(ctx, r)
 	if err != nil {
 		return err
-	}
-	src := pr.Repo + "@" + r.Target.Digest.String()
-	ropts := []registry.Opt{registry.WithCredentials(credHelper{b.opts.Registry.Auth})}
-	// The daemon reads the hosts dir from its own filesystem, so pass it even when warmd's container
-	// does not mount it (containerd ignores a dir that does not exist).
-	if dir := b.opts.Registry.HostsDir; dir != "" {
-		ropts = append(ropts, registry.WithHostDir(dir))
-	}
-	if s := b.opts.Registry.DefaultScheme(pr.Host); s != "" {
-		ropts = append(ropts, registry.WithDefaultScheme(s))
-	}
-	reg, err := registry.NewOCIRegistry(ctx, src, ropts...)
-	if err != nil {
-		return fmt.Errorf("transfer source %s: %w", src, err)
 	}
 	p := b.platformOf()
 	dst := image.NewStore(r.Name,
@@ -60,9 +46,33 @@ func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progres
 		}
 	}))
 	if err != nil {
-		return fmt.Errorf("transfer %s from %s: %w", r.Name, src, err)
+		return fmt.Errorf("transfer %s: %w", r.Name, err)
 	}
 	return nil
+}
+
+// transferSource is the daemon-side registry source for repo@digest: credentials travel back to
+// this process over the transfer stream, so secrets never reach containerd's config.
+func (b *Backend) transferSource(ctx context.Context, r prefetch.Resolved) (*registry.OCIRegistry, error) {
+	pr, err := oci.ParseRef(r.Name)
+	if err != nil {
+		return nil, err
+	}
+	src := pr.Repo + "@" + r.Target.Digest.String()
+	ropts := []registry.Opt{registry.WithCredentials(credHelper{b.opts.Registry.Auth})}
+	// The daemon reads the hosts dir from its own filesystem, so pass it even when warmd's container
+	// does not mount it (containerd ignores a dir that does not exist).
+	if dir := b.opts.Registry.HostsDir; dir != "" {
+		ropts = append(ropts, registry.WithHostDir(dir))
+	}
+	if s := b.opts.Registry.DefaultScheme(pr.Host); s != "" {
+		ropts = append(ropts, registry.WithDefaultScheme(s))
+	}
+	reg, err := registry.NewOCIRegistry(ctx, src, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("transfer source %s: %w", src, err)
+	}
+	return reg, nil
 }
 
 // pullClient is the containerd 1.6 path: the client fetches through the daemon's content store and

@@ -1,0 +1,340 @@
+package containerd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	client "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/core/remotes"
+	"github.com/containerd/containerd/v2/core/remotes/docker"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/core/transfer"
+	"github.com/containerd/containerd/v2/core/transfer/image"
+	"github.com/containerd/containerd/v2/pkg/labels"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/platforms"
+	digest "github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
+
+	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
+)
+
+// The parallel path (containerd 2.x whose snapshotter can rebase) splits a pull between the daemon
+// and warmd so that layers are unpacked side by side, each as soon as its bytes are in, instead of
+// one after the other in manifest order as the daemon's unpacker does by default
+// (max_concurrent_unpacks = 1, which is what `ctr images pull` and the CRI get):
+//
+//   - the daemon's Transfer service fetches every layer into its content store (its own HTTP
+//     client, hosts.toml and credentials from warmd's callback, no unpack), streaming progress;
+//   - the moment a layer is reported complete, warmd prepares a parentless snapshot for it and has
+//     the daemon's diff service apply it there, while other layers are still being fetched or
+//     applied; the applier checks the diff ID warmd compares with the config;
+//   - once all are in, warmd commits the chain bottom-up, rebasing each snapshot onto its parent
+//     (the snapshotter's "rebase" capability, as containerd's own unpacker does in parallel mode),
+//     labels the config and layers as the daemon's unpacker would, and writes the image record.
+//
+// The bytes never pass through warmd: an experiment that fetched and gunzipped in warmd and fed the
+// daemon tar chunks lost to plain `ctr` by 2-3x on a 2-core node, because content writes from a
+// client cross the gRPC stream at about 40 MB/s. What a pod sees is the same as after a Transfer
+// pull: the image record, content with the GC labels, committed snapshots named by chain ID.
+
+// PathParallel is the parallel-unpack API path.
+const PathParallel = "parallel"
+
+// hasRebase says whether the snapshotter can unpack layers in parallel and rebase them at commit.
+func hasRebase(ctx context.Context, c *client.Client, snapshotter string) bool {
+	caps, err := c.GetSnapshotterCapabilities(ctx, snapshotter)
+	if err != nil {
+		return false
+	}
+	for _, c := range caps {
+		if c == snapshots.RebaseCap {
+			return true
+		}
+	}
+	return false
+}
+
+// pullParallel pulls r as described above.
+func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progress func(prefetch.Progress)) error {
+	pr, err := oci.ParseRef(r.Name)
+	if err != nil {
+		return err
+	}
+	ctx, done, err := b.client.WithLease(ctx)
+	if err != nil {
+		return fmt.Errorf("lease for %s: %w", r.Name, err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	fetcher, err := b.opts.Registry.Resolver(ctx, pr.Host).Fetcher(ctx, r.Name)
+	if err != nil {
+		return fmt.Errorf("fetcher for %s: %w", r.Name, err)
+	}
+	cs := b.client.ContentStore()
+	manifest, config, err := b.fetchMeta(ctx, r, fetcher)
+	if err != nil {
+		return err
+	}
+	layers := manifest.Layers
+	diffIDs, err := readDiffIDs(ctx, cs, config)
+	if err != nil {
+		return err
+	}
+	if len(diffIDs) != len(layers) {
+		return fmt.Errorf("%s: config lists %d diff IDs for %d layers", r.Name, len(diffIDs), len(layers))
+	}
+	chain := identity.ChainIDs(append([]digest.Digest(nil), diffIDs...)) // ChainIDs works in place
+	sn := b.client.SnapshotService(b.opts.Snapshotter)
+
+	// Layers whose chain already exists are done (as in containerd's unpacker); the lowest missing
+	// one and everything above it are unpacked.
+	first := len(layers)
+	for i := len(layers) - 1; i >= 0; i-- {
+		if _, err := sn.Stat(ctx, chain[i].String()); err == nil {
+			break
+		}
+		first = i
+	}
+
+	// ready[i] closes when layer i's blob is in the content store.
+	ready := make([]chan struct{}, len(layers))
+	byDigest := map[digest.Digest][]int{}
+	for i := range layers {
+		ready[i] = make(chan struct{})
+		byDigest[layers[i].Digest] = append(byDigest[layers[i].Digest], i)
+	}
+	var once sync.Map
+	markReady := func(d digest.Digest) {
+		for _, i := range byDigest[d] {
+			if _, loaded := once.LoadOrStore(i, true); !loaded {
+				close(ready[i])
+			}
+		}
+	}
+	fetched := make(chan error, 1)
+	tr := oci.NewTracker(r, progress)
+	go func() { fetched <- b.transferContent(ctx, r, tr, markReady) }()
+
+	keys := make([]string, len(layers))
+	g, gctx := errgroup.WithContext(ctx)
+	var fetchErr error
+	fetchDone := make(chan struct{})
+	go func() {
+		fetchErr = <-fetched
+		close(fetchDone)
+	}()
+	for i := first; i < len(layers); i++ {
+		g.Go(func() error {
+			select {
+			case <-ready[i]:
+			case <-fetchDone: // done without a completion event for this layer: it is in, or failed
+				if fetchErr != nil {
+					return fetchErr
+				}
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			key, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
+			keys[i] = key
+			return err
+		})
+	}
+	err = g.Wait()
+	<-fetchDone
+	if err == nil {
+		err = fetchErr
+	}
+	if err == nil {
+		err = b.commitChain(ctx, sn, layers, diffIDs, chain, keys, first)
+	}
+	for _, k := range keys {
+		if k != "" {
+			_ = sn.Remove(context.WithoutCancel(ctx), k) // committed ones are gone already
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", r.Name, err)
+	}
+	if len(chain) > 0 {
+		key := "containerd.io/gc.ref.snapshot." + b.opts.Snapshotter
+		if _, err := cs.Update(ctx, content.Info{Digest: config.Digest, Labels: map[string]string{key: chain[len(chain)-1].String()}}, "labels."+key); err != nil {
+			return fmt.Errorf("label config of %s: %w", r.Name, err)
+		}
+	}
+	return b.putImage(ctx, r)
+}
+
+// transferContent has the daemon fetch r (no unpack) and calls ready with each layer digest as it
+// lands in the content store.
+func (b *Backend) transferContent(ctx context.Context, r prefetch.Resolved, tr *oci.Tracker, ready func(digest.Digest)) error {
+	src, err := b.transferSource(ctx, r)
+	if err != nil {
+		return err
+	}
+	dst := image.NewStore(r.Name,
+		image.WithPlatforms(b.platformOf()),
+		image.WithManifestLimit(1),
+		image.WithImageLabels(pullLabels()))
+	err = b.client.Transfer(ctx, src, dst, transfer.WithProgress(func(ev transfer.Progress) {
+		if ev.Desc == nil {
+			return
+		}
+		switch ev.Event {
+		case "complete", "already exists":
+			tr.Set(ev.Desc.Digest, ev.Total, true)
+			ready(ev.Desc.Digest)
+		default:
+			tr.Set(ev.Desc.Digest, ev.Progress, false)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("fetch %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// applyLayer prepares layer i's snapshot (parentless: the chain is rebased at commit), has the
+// daemon apply the blob, checks the diff ID, and returns the snapshot's key.
+func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, error) {
+	sn := b.client.SnapshotService(b.opts.Snapshotter)
+	key := fmt.Sprintf(snapshots.UnpackKeyFormat, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i), chain[i])
+	mounts, err := sn.Prepare(ctx, key, "", snapshots.WithLabels(snapshotLabels(desc, diffID, chain, i)))
+	if err != nil {
+		return "", fmt.Errorf("prepare snapshot for layer %d (%s): %w", i, desc.Digest, err)
+	}
+	if i > 0 {
+		mounts = bindToOverlay(mounts) // so the applier writes overlay whiteouts, as containerd's unpacker does
+	}
+	t0 := time.Now()
+	got, err := b.client.DiffService().Apply(ctx, desc, mounts)
+	if err != nil {
+		return key, fmt.Errorf("apply layer %d (%s): %w", i, desc.Digest, err)
+	}
+	b.opts.Log.Debug("layer applied", "layer", i, "bytes", desc.Size, "seconds", time.Since(t0).Seconds())
+	if got.Digest != diffID {
+		return key, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
+	}
+	return key, b.labelUncompressed(ctx, desc, diffID)
+}
+
+// fetchMeta stores the index (if any), the platform's manifest and the config with the children
+// labels that keep layers and config alive, and returns the parsed manifest and the config.
+func (b *Backend) fetchMeta(ctx context.Context, r prefetch.Resolved, fetcher remotes.Fetcher) (ocispec.Manifest, ocispec.Descriptor, error) {
+	cs := b.client.ContentStore()
+	match := platforms.Only(b.platformOf())
+	distSrc, err := docker.AppendDistributionSourceLabel(cs, r.Name)
+	if err != nil {
+		return ocispec.Manifest{}, ocispec.Descriptor{}, err
+	}
+	fetch := remotes.FetchHandler(cs, fetcher)
+	h := images.Handlers(
+		images.HandlerFunc(func(ctx context.Context, d ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+			if images.IsLayerType(d.MediaType) {
+				return nil, images.ErrSkipDesc
+			}
+			return fetch(ctx, d)
+		}),
+		images.SetChildrenMappedLabels(cs, images.LimitManifests(images.FilterPlatforms(images.ChildrenHandler(cs), match), match, 1), nil),
+		distSrc,
+	)
+	if err := images.Dispatch(ctx, h, nil, r.Target); err != nil {
+		return ocispec.Manifest{}, ocispec.Descriptor{}, fmt.Errorf("fetch manifest of %s: %w", r.Name, err)
+	}
+	m, err := images.Manifest(ctx, cs, r.Target, match)
+	if err != nil {
+		return ocispec.Manifest{}, ocispec.Descriptor{}, fmt.Errorf("read manifest of %s: %w", r.Name, err)
+	}
+	return m, m.Config, nil
+}
+
+func readDiffIDs(ctx context.Context, cs content.Store, config ocispec.Descriptor) ([]digest.Digest, error) {
+	p, err := content.ReadBlob(ctx, cs, config)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", config.Digest, err)
+	}
+	var img ocispec.Image
+	if err := json.Unmarshal(p, &img); err != nil {
+		return nil, fmt.Errorf("parse config %s: %w", config.Digest, err)
+	}
+	return img.RootFS.DiffIDs, nil
+}
+
+// snapshotLabels are the labels containerd's unpacker gives a layer's snapshot.
+func snapshotLabels(desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) map[string]string {
+	l := snapshots.FilterInheritedLabels(desc.Annotations)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[snapshots.LabelSnapshotRef] = chain[i].String()
+	l[snapshots.LabelSnapshotDiffID] = diffID.String()
+	if i > 0 {
+		l["containerd.io/snapshot.parent"] = chain[i-1].String()
+	}
+	return l
+}
+
+// commitChain commits the layers' snapshots bottom-up, rebasing each onto its parent chain.
+func (b *Backend) commitChain(ctx context.Context, sn snapshots.Snapshotter, layers []ocispec.Descriptor, diffIDs, chain []digest.Digest, keys []string, first int) error {
+	for i := first; i < len(layers); i++ {
+		opts := []snapshots.Opt{snapshots.WithLabels(snapshotLabels(layers[i], diffIDs[i], chain, i))}
+		if i > 0 {
+			opts = append(opts, snapshots.WithParent(chain[i-1].String()))
+		}
+		if err := sn.Commit(ctx, chain[i].String(), keys[i], opts...); err != nil && !errdefs.IsAlreadyExists(err) {
+			return fmt.Errorf("commit layer %d (%s): %w", i, layers[i].Digest, err)
+		}
+		keys[i] = ""
+	}
+	return nil
+}
+
+// putImage creates or updates the image record to point at r.Target, with warmd's labels.
+func (b *Backend) putImage(ctx context.Context, r prefetch.Resolved) error {
+	is := b.client.ImageService()
+	img := images.Image{Name: r.Name, Target: r.Target, Labels: pullLabels()}
+	if _, err := is.Create(ctx, img); err != nil {
+		if !errdefs.IsAlreadyExists(err) {
+			return fmt.Errorf("create image %s: %w", r.Name, err)
+		}
+		if _, err := is.Update(ctx, img, "target", "labels."+prefetch.LabelPinned, "labels."+prefetch.LabelManaged); err != nil {
+			return fmt.Errorf("update image %s: %w", r.Name, err)
+		}
+	}
+	return nil
+}
+
+// labelUncompressed records the verified diff ID on the layer blob, as containerd's unpacker does.
+func (b *Backend) labelUncompressed(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest) error {
+	info := content.Info{Digest: desc.Digest, Labels: map[string]string{labels.LabelUncompressed: diffID.String()}}
+	if _, err := b.client.ContentStore().Update(ctx, info, "labels."+labels.LabelUncompressed); err != nil {
+		return fmt.Errorf("label layer %s: %w", desc.Digest, err)
+	}
+	return nil
+}
+
+// bindToOverlay turns the bind mount a parentless overlay snapshot returns into an overlay mount
+// with only an upper dir, so the daemon's applier writes overlay whiteouts (containerd's unpacker
+// does the same for parallel unpack).
+func bindToOverlay(mounts []mount.Mount) []mount.Mount {
+	if len(mounts) != 1 || mounts[0].Type != "bind" {
+		return mounts
+	}
+	m := mount.Mount{Type: "overlay", Source: "overlay"}
+	for _, o := range mounts[0].Options {
+		if o != "rbind" {
+			m.Options = append(m.Options, o)
+		}
+	}
+	m.Options = append(m.Options, "upperdir="+mounts[0].Source)
+	return []mount.Mount{m}
+}
