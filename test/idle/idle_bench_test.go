@@ -136,9 +136,12 @@ api: {listen: '127.0.0.1:0'}
 	defer func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
+		b, _ := os.ReadFile(logFile.Name())
 		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
 			t.Logf("warmd log:\n%s", tail(b, 8000))
+		}
+		if p := os.Getenv("IDLE_KEEP_LOG"); p != "" { // for looking into a figure afterwards
+			_ = os.WriteFile(p, b, 0o644)
 		}
 	}()
 
@@ -167,6 +170,7 @@ api: {listen: '127.0.0.1:0'}
 	time.Sleep(idle)
 	end, cpu1 := time.Now(), cpuSeconds(t, pid)
 	hwm, rss := procStatusKiB(t, pid, "VmHWM"), procStatusKiB(t, pid, "VmRSS")
+	anon, file := procStatusKiB(t, pid, "RssAnon"), procStatusKiB(t, pid, "RssFile")
 	window := end.Sub(start).Seconds()
 
 	reqs, err := readAudit(auditLog, user)
@@ -215,7 +219,8 @@ api: {listen: '127.0.0.1:0'}
 	t.Logf("user agents: %v", keys(agents))
 	t.Logf("writes: %d, of which heartbeat-only %d (at most %d expected: one per %s), beyond the heartbeat %d",
 		writes, beats, expected, heartbeatEvery, writes-beats)
-	t.Logf("cpu %.2fs over %.0fs; VmHWM %d KiB, VmRSS %d KiB at the end", cpu1-cpu0, window, hwm, rss)
+	t.Logf("cpu %.2fs over %.0fs; VmHWM %d KiB; at the end VmRSS %d KiB = RssAnon %d KiB (heap, stacks) + RssFile %d KiB (the binary's own pages, shared and reclaimable) + shmem; largest mappings: %s",
+		cpu1-cpu0, window, hwm, rss, anon, file, topMappings(pid, 6))
 	fmt.Printf("idle: cpu_pct %.2f, rss_mib %d, api_writes %d over %.0fs\n",
 		100*(cpu1-cpu0)/window, (hwm+512)/1024, writes, window)
 }
@@ -254,6 +259,39 @@ func procStatusKiB(t *testing.T, pid int, field string) int {
 	}
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
+}
+
+// topMappings names the n mappings of pid with the most resident memory (/proc/<pid>/smaps), to say
+// where the RSS is: Go heap, cgo, mapped buffers or files.
+func topMappings(pid, n int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return err.Error()
+	}
+	type mapping struct {
+		name string
+		kib  int
+	}
+	var all []mapping
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			name := "[anon]"
+			if len(f) >= 6 {
+				name = f[5]
+			}
+			all = append(all, mapping{name: f[0] + " " + name})
+		case len(f) == 3 && f[0] == "Rss:" && len(all) > 0:
+			all[len(all)-1].kib, _ = strconv.Atoi(f[1])
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].kib > all[j].kib })
+	var parts []string
+	for _, m := range all[:min(n, len(all))] {
+		parts = append(parts, fmt.Sprintf("%s %d KiB", m.name, m.kib))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func counts(m map[string]int) string {
