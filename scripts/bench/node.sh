@@ -168,6 +168,20 @@ remove_image() {
 
 now() { date +%s.%N; }
 
+# cpu <pid...>: the user+system CPU seconds the processes have used so far (/proc/<pid>/stat). The
+# services' CPU (containerd unpacks and decompresses, the registry and S3 serve) is the node's work as
+# much as warmd's own; on a machine with few cores it bounds how much the legs can overlap.
+cpu() {
+  local p sum=0 f
+  for p in "$@"; do
+    f=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+    sum=$((sum + $(awk '{print $12 + $13}' <<<"$f")))
+  done
+  echo "scale=2; $sum / $(getconf CLK_TCK)" | bc
+}
+svc_pids=()
+if [ -r "${WARMD_TESTENV_DIR:-}/pids" ]; then mapfile -t svc_pids <"$WARMD_TESTENV_DIR/pids"; fi
+
 # run <config>: a fresh node; prints the seconds until the config's goal is met.
 run() {
   local name=$1 expr
@@ -177,7 +191,8 @@ run() {
   remove_image
   rm -rf "$data"
   sync
-  local t0 t1 st
+  local t0 t1 st svc0 wcpu scpu
+  svc0=$(cpu "${svc_pids[@]}")
   t0=$(now)
   "$warmd" run --config "$work/$name.yaml" --log-format json >"$work/$name.log" 2>&1 &
   wpid=$!
@@ -196,8 +211,12 @@ run() {
     fi
     sleep "$POLL"
   done
+  wcpu=$(cpu "$wpid")
+  scpu=$(echo "$(cpu "${svc_pids[@]}") - $svc0" | bc)
   kill "$wpid"; wait "$wpid" 2>/dev/null || true; wpid=
   echo "$t1 - $t0" | bc -l | xargs printf '%.2f\n' >>"$work/$name.times"
+  echo "$wcpu + $scpu" | bc | xargs printf '%.2f\n' >>"$work/$name.cpu"
+  log "  $name: $(tail -1 "$work/$name.times")s, CPU ${wcpu}s warmd + ${scpu}s services"
   echo "$st" >"$work/$name.status.json"
 }
 
@@ -214,9 +233,11 @@ done
 remove_image
 rm -rf "$data"
 
-median() { sort -g "$work/$1.times" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-t=$(median all); i=$(median image); w=$(median weights); c=$(median cache)
-for n in "${confs[@]}"; do log "$n runs: $(tr '\n' ' ' <"$work/$n.times")"; done
+median() { sort -g "$work/$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+t=$(median all.times); i=$(median image.times); w=$(median weights.times); c=$(median cache.times)
+for n in "${confs[@]}"; do log "$n runs: $(tr '\n' ' ' <"$work/$n.times")s; CPU $(tr '\n' ' ' <"$work/$n.cpu")s"; done
+ct=$(median all.cpu); ci=$(median image.cpu); cw=$(median weights.cpu); cc=$(median cache.cpu)
+log "median CPU seconds (warmd + containerd, registry, S3): all $ct, image $ci, weights $cw, cache $cc (sum of legs $(echo "$ci + $cw + $cc" | bc)); on $(nproc) cores the whole cannot finish before $(echo "scale=2; $ct / $(nproc)" | bc)s even if nothing else ran"
 log "data: image $(jq -r --arg d "$digest" '[.sections.images.images[]? | select(.digest == $d) | .totalBytes] | first // "?"' "$work/image.status.json") bytes, weights $weights_bytes bytes, compile cache $cache_bytes bytes ($nfiles files)"
 slowest=$(printf '%s\n' "$i" "$w" "$c" | sort -g | tail -1)
 printf 'node: warm %.2fs, legs image %.2fs weights %.2fs cache %.2fs, overlap %.2f\n' "$t" "$i" "$w" "$c" "$(echo "$t / $slowest" | bc -l)"
