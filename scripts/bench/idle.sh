@@ -23,6 +23,8 @@ cd "$(dirname "$0")/../.."
 export GOFLAGS=-buildvcs=false
 IDLE=${IDLE:-600}
 export IDLE
+# The binary make bench-idle built; without it the test builds warmd from this checkout itself.
+if [ -x bin/warmd ]; then export WARMD_BIN=${WARMD_BIN:-$PWD/bin/warmd}; fi
 log=$(mktemp "${TMPDIR:-/tmp}/warmd-bench-idle.XXXXXX")
 trap 'rm -f "$log"' EXIT
 go test -tags bench -count=1 -timeout "$((IDLE + 1200))s" -run '^TestBenchIdle$' -v ./test/idle/ >"$log" 2>&1 || {
