@@ -11,7 +11,7 @@ LDFLAGS := -X warmd.io/warmd/pkg/version.Version=$(VERSION)
 # yourself to override.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: all build image chart test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender bench-prewarm bench-fleet lint soak e2e clean
+.PHONY: all build image chart test test-unit testbin testenv cluster-up cluster-e2e demo bench bench-weights bench-images bench-cache bench-extender bench-prewarm bench-node bench-idle bench-fleet lint soak e2e clean
 
 all: build
 
@@ -60,10 +60,13 @@ test-unit:
 demo: build
 	scripts/demo.sh
 
-## bench: every benchmark, each printing its one-line summary
-bench: bench-weights bench-images bench-cache bench-extender bench-prewarm bench-fleet
+## bench: every benchmark, each printing its one-line summary (each script's header says what it compares and why it is fair)
+bench: bench-weights bench-images bench-cache bench-extender bench-prewarm bench-node bench-idle bench-fleet
 
-bench-weights bench-images bench-cache bench-extender bench-fleet: build
+## bench-node: a fresh node's image + weights + compile cache together against each leg alone;
+## bench-idle: a warm node's CPU, peak RSS and API writes over IDLE seconds (default 600);
+## bench-fleet: one model to 8 nodes with the origin capped, with and without peers
+bench-weights bench-images bench-cache bench-extender bench-node bench-idle bench-fleet: build
 	@script=scripts/bench/$(@:bench-%=%).sh; \
 	if [ -x $$script ]; then scripts/with-testenv.sh $$script; else echo "$@: no benchmark yet"; fi
 

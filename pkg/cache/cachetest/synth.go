@@ -35,6 +35,10 @@ var Small = Spec{Seed: 1, TritonKernels: 12, FlashInferOps: 3, VLLMHashes: 1, Bi
 // Bench is the benchmark's tree: about 20,000 files and 2 GiB.
 var Bench = Spec{Seed: 7, TritonKernels: 6000, FlashInferOps: 48, VLLMHashes: 4, BigSOMin: 10 << 20, BigSOMax: 50 << 20, SmallMax: 96 << 10}
 
+// Node is the fresh-node benchmark's tree (scripts/bench/node.sh): Bench's shape at half its counts,
+// about 10,000 files and 1 GiB, the compile-cache leg next to a 4 GiB model and its image.
+var Node = Spec{Seed: 11, TritonKernels: 3000, FlashInferOps: 26, VLLMHashes: 2, BigSOMin: 10 << 20, BigSOMax: 50 << 20, SmallMax: 96 << 10}
+
 // Write creates the tree under root (root/{vllm,inductor,triton,flashinfer}) and returns the
 // files written, relative to root.
 func Write(root string, s Spec) ([]string, error) {

@@ -1,6 +1,6 @@
 // Command gen writes a synthetic compile-cache tree (pkg/cache/cachetest) for benchmarks:
 //
-//	go run ./pkg/cache/cachetest/gen -out DIR [-spec bench|small]
+//	go run ./pkg/cache/cachetest/gen -out DIR [-spec bench|node|small]
 package main
 
 import (
@@ -13,11 +13,11 @@ import (
 
 func main() {
 	out := flag.String("out", "", "dir to write the tree into (its vllm, inductor, triton, flashinfer subdirs)")
-	spec := flag.String("spec", "bench", "bench (~20,000 files, ~2 GiB) or small")
+	spec := flag.String("spec", "bench", "bench (~20,000 files, ~2 GiB), node (~10,000 files, ~1 GiB) or small")
 	flag.Parse()
-	s, ok := map[string]cachetest.Spec{"bench": cachetest.Bench, "small": cachetest.Small}[*spec]
+	s, ok := map[string]cachetest.Spec{"bench": cachetest.Bench, "node": cachetest.Node, "small": cachetest.Small}[*spec]
 	if *out == "" || !ok {
-		fmt.Fprintln(os.Stderr, "usage: gen -out DIR [-spec bench|small]")
+		fmt.Fprintln(os.Stderr, "usage: gen -out DIR [-spec bench|node|small]")
 		os.Exit(2)
 	}
 	files, err := cachetest.Write(*out, s)
