@@ -12,7 +12,8 @@ import (
 // TestMirrorWithOriginDown is a Spegel-style setup: the node's hosts.toml sends pulls for the origin
 // registry to a mirror first (as Spegel's or a pull-through cache's does), and the origin is down. The
 // pull must come from the mirror on both API paths: containerd 2.x's Transfer service (which has been
-// reported to ignore hosts.toml; warmd passes the hosts dir to it explicitly) and 1.6's client pull.
+// reported to ignore hosts.toml; warmd passes the hosts dir to it explicitly), warmd's parallel path
+// and 1.6's client pull.
 func TestMirrorWithOriginDown(t *testing.T) {
 	for _, d := range daemons {
 		t.Run(d.name, func(t *testing.T) {
@@ -35,7 +36,7 @@ func TestMirrorWithOriginDown(t *testing.T) {
 			}
 			origin.Close()
 
-			b := newBackend(t, socket, oci.Registry{HostsDir: hosts})
+			b := newBackend(t, socket, d.path, oci.Registry{HostsDir: hosts})
 			if b.Path() != d.wantPath {
 				t.Fatalf("API path %q, want %q", b.Path(), d.wantPath)
 			}
@@ -49,7 +50,7 @@ func TestMirrorWithOriginDown(t *testing.T) {
 			}
 
 			// Without the hosts dir the same pull has nowhere to go: the mirror, not luck, served it.
-			plain := newBackend(t, socket, oci.Registry{})
+			plain := newBackend(t, socket, d.path, oci.Registry{})
 			if _, err := plain.Resolve(t.Context(), ref); err == nil {
 				t.Error("resolve without the hosts dir succeeded with the origin down")
 			}
