@@ -11,7 +11,7 @@ import (
 
 // TestMirrorWithOriginDown is a Spegel-style setup: the node's hosts.toml sends pulls for the origin
 // registry to a mirror first (as Spegel's or a pull-through cache's does), and the origin is down. The
-// pull must come from the mirror on both API paths: containerd 2.x's Transfer service (which has been
+// pull must come from the mirror on every API path: containerd 2.x's Transfer service (which has been
 // reported to ignore hosts.toml; warmd passes the hosts dir to it explicitly), warmd's parallel path
 // and 1.6's client pull.
 func TestMirrorWithOriginDown(t *testing.T) {
