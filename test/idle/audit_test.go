@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -142,4 +143,36 @@ func withoutHeartbeat(raw json.RawMessage) (string, error) {
 	}
 	b, err := json.Marshal(strip(v))
 	return string(b), err
+}
+
+// TestHeartbeatClassification checks the rule that tells a heartbeat from a write that changed
+// something, on the bodies readiness's condition apply sends.
+func TestHeartbeatClassification(t *testing.T) {
+	body := func(hb, reason string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"kind":"Node","status":{"conditions":[{"type":"WarmdReady","status":"True","reason":%q,"lastHeartbeatTime":%q,"lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`, reason, hb))
+	}
+	w := func(name string, b json.RawMessage) request {
+		r := request{auditEvent{Verb: "patch", RequestObject: b}}
+		r.ObjectRef = &struct {
+			Resource    string `json:"resource"`
+			Subresource string `json:"subresource"`
+			Name        string `json:"name"`
+		}{Resource: "nodes", Subresource: "status", Name: name}
+		return r
+	}
+	prev := w("n", body("2026-01-01T00:00:00Z", "Warm"))
+	for _, c := range []struct {
+		name string
+		cur  request
+		want bool
+	}{
+		{"only the heartbeat moved", w("n", body("2026-01-01T00:05:00Z", "Warm")), true},
+		{"the reason changed", w("n", body("2026-01-01T00:05:00Z", "Cold")), false},
+		{"another node", w("m", body("2026-01-01T00:05:00Z", "Warm")), false},
+		{"no heartbeat field at all", w("n", json.RawMessage(`{"kind":"Node"}`)), false},
+	} {
+		if got := heartbeat(prev, c.cur); got != c.want {
+			t.Errorf("%s: heartbeat = %v, want %v", c.name, got, c.want)
+		}
+	}
 }
