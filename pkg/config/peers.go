@@ -59,7 +59,8 @@ type Peers struct {
 	// SeedWait bounds how long a node that finds no warm peer waits while another node that wants the
 	// model and sorts before it by name (the seed) fetches it from the origin. Without the wait, a node
 	// group that starts together would all read the origin at once, which is what peers are for
-	// avoiding. Default 10m. Range: 1s..24h.
+	// avoiding. A node becomes the seed itself only after a tenth of it (at most 10s) in which the
+	// group's labels can appear. Default 10m. Range: 1s..24h.
 	SeedWait metav1.Duration `json:"seedWait,omitempty"`
 }
 

@@ -92,7 +92,9 @@ func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, por
 		if err != nil || time.Now().After(deadline) {
 			return nil, err
 		}
-		if seed == "" && (labelled || time.Since(start) > min(wait, settle)) {
+		// Nodes of a group start seconds apart: a node decides it is the seed only after a short
+		// settle (a tenth of the wait, at most 10s) in which the others' labels can appear.
+		if seed == "" && ((labelled && time.Since(start) >= min(wait/10, 10*time.Second)) || time.Since(start) > min(wait, settle)) {
 			return nil, nil // this node is the seed
 		}
 		if !logged && seed != "" {

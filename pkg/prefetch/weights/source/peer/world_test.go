@@ -141,7 +141,9 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 		metrics: metrics.New(prometheus.NewRegistry())}
 	n.cfg = &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: n.name, DataDir: t.TempDir(),
 		Models: []config.Model{w.model}}
-	n.cfg.Peers = config.Peers{Enabled: true, Listen: net.JoinHostPort(n.ip, w.port), TokenFile: w.token}
+	// A 20s seed wait settles for 2s before a node decides it is the seed.
+	n.cfg.Peers = config.Peers{Enabled: true, Listen: net.JoinHostPort(n.ip, w.port), TokenFile: w.token,
+		SeedWait: metav1.Duration{Duration: 20 * time.Second}}
 	n.cfg.Default()
 	if mut != nil {
 		mut(n.cfg)
