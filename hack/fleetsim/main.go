@@ -1,0 +1,233 @@
+// Command fleetsim estimates, for a fleet too large to run here, what warmd's peer distribution does
+// to a scale-out: how many bytes leave the origin and how long until every new node is warm, with
+// and without peers. It is a fluid model driven by rates measured on real runs (make bench-weights for
+// a node's fetch rate, make bench-fleet for a peer's serving rate); docs/fleet.md prints its table.
+//
+// The model follows what warmd implements (pkg/peer): a node serves a model once it is warm (its files
+// verified and published); a cold node draws from up to K warm peers, each peer's upload cap shared
+// equally among the cold nodes drawing on it, and goes to the origin only when no peer holds the model;
+// the origin's egress cap is shared equally among the nodes on it. A node that finishes becomes a peer.
+// Piece-level sharing between cold nodes (Dragonfly's) is not what warmd does; its ideal is printed
+// alongside for comparison.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"os"
+)
+
+// params are one scenario's inputs; rates are bytes per second.
+type params struct {
+	Fleet, ScaleOut, Warm int     // nodes in the fleet, nodes joining at once, nodes already warm
+	Model                 float64 // model bytes
+	NodeRate              float64 // one node's fetch rate when nothing else limits it (disk, NIC)
+	OriginCap             float64 // the origin's total egress
+	UploadCap             float64 // one peer's serving cap
+	K                     int     // peers one cold node draws from at most
+}
+
+// result is what a scenario costs.
+type result struct {
+	OriginBytes float64 // bytes served by the origin
+	AllWarm     float64 // seconds until the last joining node is warm
+}
+
+// policy is how joining nodes use peers and the origin.
+type policy struct {
+	Peers bool // false: every node fetches from the origin
+	// Slots is how many downloaders one peer serves at once (0: all that ask, sharing its cap). A
+	// peer that serves few at a time lets them finish and serve in turn, so warm nodes double per wave.
+	Slots int
+	// Gate is how many nodes fetch from the origin at once while they have no peer (0: all of them);
+	// warmd's seed wait is 1 (peers.seedWait): one node reads the origin, the others wait for it.
+	Gate int
+	// Refresh lets a fetch add peers that became warm after it started; warmd looks its peers up once,
+	// at the fetch's first chunk.
+	Refresh bool
+}
+
+// node is one joining node's fetch.
+type node struct {
+	left     float64 // bytes still needed
+	peers    []int   // the peers whose slots it holds
+	onOrigin bool
+	looked   bool // it has looked its peers up (without Refresh, only once)
+}
+
+// simulate runs the fluid model in steps of dt seconds.
+func simulate(p params, pol policy) result {
+	const dt = 0.25
+	nodes := make([]*node, p.ScaleOut)
+	for i := range nodes {
+		nodes[i] = &node{left: p.Model}
+	}
+	active := make([]int, p.Warm) // per peer: slots in use; warm nodes are peers 0..Warm-1
+	var r result
+	for t := 0.0; ; t += dt {
+		cold, origin := 0, 0
+		for _, n := range nodes {
+			if n.left > 0 {
+				cold++
+				if n.onOrigin {
+					origin++
+				}
+			}
+		}
+		if cold == 0 {
+			r.AllWarm = t
+			return r
+		}
+		if t > 30*24*3600 {
+			r.AllWarm = math.Inf(1)
+			return r
+		}
+		// Nodes without a peer take free slots (least busy peers first), else the origin if the gate lets them.
+		for _, n := range nodes {
+			if n.left <= 0 || !pol.Peers || len(n.peers) >= p.K || (n.looked && !pol.Refresh) || n.onOrigin {
+				continue
+			}
+			for len(n.peers) < p.K {
+				best := -1
+				for j, a := range active {
+					if (pol.Slots == 0 || a < pol.Slots) && !contains(n.peers, j) && (best < 0 || a < active[best]) {
+						best = j
+					}
+				}
+				if best < 0 {
+					break
+				}
+				active[best]++
+				n.peers = append(n.peers, best)
+			}
+			n.looked = len(n.peers) > 0
+		}
+		for _, n := range nodes {
+			if n.left > 0 && !n.onOrigin && len(n.peers) == 0 && (!pol.Peers || pol.Gate == 0 || origin < pol.Gate) {
+				n.onOrigin = true
+				origin++
+			}
+		}
+		var done []*node
+		for _, n := range nodes {
+			if n.left <= 0 {
+				continue
+			}
+			var fromPeers, fromOrigin float64
+			for _, j := range n.peers {
+				fromPeers += p.UploadCap / float64(active[j])
+			}
+			if n.onOrigin {
+				fromOrigin = p.OriginCap / float64(origin)
+			}
+			rate := math.Min(p.NodeRate, fromPeers+fromOrigin)
+			got := math.Min(n.left, rate*dt)
+			if fromPeers+fromOrigin > 0 {
+				r.OriginBytes += got * fromOrigin / (fromPeers + fromOrigin)
+			}
+			n.left -= got
+			if n.left <= 0 {
+				done = append(done, n)
+			}
+		}
+		for _, n := range done { // a finished node frees its slots and serves from now on
+			for _, j := range n.peers {
+				active[j]--
+			}
+			n.peers, n.onOrigin = nil, false
+			active = append(active, 0)
+		}
+	}
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ideal is Dragonfly-style piece sharing at its best: the origin sends each byte once and every node,
+// cold or warm, uploads at its cap, so the scale-out finishes when the slower of the origin feeding
+// one copy and the swarm's total upload covering every copy allows.
+func ideal(p params) result {
+	need := float64(p.ScaleOut) * p.Model
+	up := float64(p.Fleet) * p.UploadCap // the whole fleet uploads (warm nodes and joining ones)
+	t := math.Max(p.Model/math.Min(p.NodeRate, p.OriginCap), need/math.Min(up, float64(p.ScaleOut)*p.NodeRate))
+	return result{OriginBytes: p.Model, AllWarm: t}
+}
+
+func main() {
+	var p params
+	var pol policy
+	var modelGiB, nodeGBs, originGBs, uploadGBs float64
+	flag.IntVar(&p.Fleet, "fleet", 1000, "nodes in the fleet")
+	flag.IntVar(&p.ScaleOut, "scale-out", 100, "nodes joining at once")
+	flag.IntVar(&p.Warm, "warm", 8, "nodes already warm with the model when the scale-out starts (0: a new model)")
+	flag.IntVar(&p.K, "k", 4, "peers one cold node draws from at most (peers.maxPeers)")
+	flag.IntVar(&pol.Slots, "slots", 0, "downloaders one peer serves at once (0: every one that asks, as warmd does)")
+	flag.IntVar(&pol.Gate, "gate", 1, "nodes fetching from the origin at once while no peer has the model (0: no limit; warmd's seed wait: 1)")
+	flag.BoolVar(&pol.Refresh, "refresh", false, "a fetch adds peers that became warm after it started (warmd: no)")
+	flag.Float64Var(&modelGiB, "model-gib", 140, "model size in GiB (140: a 70B model in bf16)")
+	flag.Float64Var(&nodeGBs, "node-gbs", 2.0, "one node's fetch rate in GB/s (measured: make bench-weights)")
+	flag.Float64Var(&originGBs, "origin-gbs", 1.25, "the origin's egress cap in GB/s (10 Gb/s)")
+	flag.Float64Var(&uploadGBs, "upload-gbs", 0.268, "one peer's upload cap in GB/s (peers.uploadLimit, default 256Mi/s)")
+	table := flag.Bool("table", false, "print docs/fleet.md's table: the scenarios it discusses")
+	flag.Parse()
+	p.Model = modelGiB * (1 << 30)
+	p.NodeRate, p.OriginCap, p.UploadCap = nodeGBs*1e9, originGBs*1e9, uploadGBs*1e9
+	if p.ScaleOut < 1 || p.Fleet < p.ScaleOut+p.Warm || p.K < 1 || pol.Slots < 0 || pol.Gate < 0 ||
+		p.Model <= 0 || p.NodeRate <= 0 || p.OriginCap <= 0 || p.UploadCap <= 0 {
+		fmt.Fprintln(os.Stderr, "fleetsim: need scale-out ≥ 1, fleet ≥ scale-out + warm, k ≥ 1, slots and gate ≥ 0, positive sizes and rates")
+		os.Exit(2)
+	}
+	pol.Peers = true
+	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v\n\n",
+		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh)
+	fmt.Println("| scenario | origin bytes, no peers | origin bytes, peers | origin bytes ÷ model | all warm, no peers | all warm, peers | speedup | piece-sharing ideal (origin, all warm) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	if !*table {
+		row(fmt.Sprintf("%d join, %d warm", p.ScaleOut, p.Warm), p, pol)
+		return
+	}
+	for _, s := range []struct {
+		name string
+		edit func(*params)
+	}{
+		{"100 join, 8 warm (scale-out of a served model)", func(*params) {}},
+		{"100 join, 1 warm", func(q *params) { q.Warm = 1 }},
+		{"100 join, 0 warm (a new model)", func(q *params) { q.Warm = 0 }},
+		{"100 join, 8 warm, upload cap halved", func(q *params) { q.UploadCap /= 2 }},
+		{"100 join, 8 warm, K = 1", func(q *params) { q.K = 1 }},
+		{"100 join, 8 warm, origin ⅛ of a node (as bench-fleet)", func(q *params) { q.OriginCap = q.NodeRate / 8 }},
+		{"500 join, 8 warm", func(q *params) { q.ScaleOut = 500 }},
+	} {
+		q := p
+		s.edit(&q)
+		row(s.name, q, pol)
+	}
+}
+
+func row(name string, p params, pol policy) {
+	without, with, id := simulate(p, policy{}), simulate(p, pol), ideal(p)
+	fmt.Printf("| %s | %s | %s | %.2f | %s | %s | %.1f× | %s, %s |\n", name,
+		gb(without.OriginBytes), gb(with.OriginBytes), with.OriginBytes/p.Model,
+		dur(without.AllWarm), dur(with.AllWarm), without.AllWarm/with.AllWarm, gb(id.OriginBytes), dur(id.AllWarm))
+}
+
+func gb(b float64) string {
+	if b >= 1e12 {
+		return fmt.Sprintf("%.1f TB", b/1e12)
+	}
+	return fmt.Sprintf("%.0f GB", b/1e9)
+}
+
+func dur(s float64) string {
+	if math.IsInf(s, 1) {
+		return "never"
+	}
+	return fmt.Sprintf("%.0f min", math.Ceil(s/60))
+}
