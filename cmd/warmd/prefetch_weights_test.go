@@ -67,6 +67,22 @@ func TestPrefetchWeights(t *testing.T) {
 			t.Errorf("plain progress lacks the ready line:\n%s", errOut.String())
 		}
 	})
+	t.Run("--page-cache keep publishes the same snapshot; a bad mode exits 2", func(t *testing.T) {
+		d := t.TempDir()
+		if out, err := warmd(t, "prefetch", "weights", "file://"+src+"/", d, "--name", "acme/kept", "--page-cache", "keep", "--progress", "none").CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for n, b := range files {
+			got, err := os.ReadFile(filepath.Join(d, "models--acme--kept", "snapshots", "main", n))
+			if err != nil || sha256.Sum256(got) != sha256.Sum256(b) {
+				t.Errorf("%s in the snapshot differs from the source: %v", n, err)
+			}
+		}
+		out, err := warmd(t, "prefetch", "weights", "file://"+src+"/", t.TempDir(), "--page-cache", "readBack", "--progress", "none").CombinedOutput()
+		if code := exitCodeOf(err); code != 2 || !strings.Contains(string(out), "use bypass or keep") {
+			t.Fatalf("exit %d, output:\n%s\nwant exit 2 naming the modes", code, out)
+		}
+	})
 	t.Run("missing shard fails with exit 1 naming it", func(t *testing.T) {
 		os.Remove(filepath.Join(src, "model-00002-of-00002.safetensors"))
 		cmd := warmd(t, "prefetch", "weights", "file://"+src+"/", t.TempDir(), "--name", "acme/broken", "--progress", "none")
