@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"warmd.io/warmd/internal/testenv"
+
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/state"
 )
@@ -21,24 +23,7 @@ import (
 // as the DaemonSet does, not functions.
 var warmdBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "warmd-e2e-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	warmdBin = filepath.Join(dir, "warmd")
-	build := exec.Command("go", "build", "-o", warmdBin, "warmd.io/warmd/cmd/warmd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false")
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build warmd for e2e:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithWarmd(m, &warmdBin, "") }
 
 // node is one simulated GPU node: its own data dir, pod-log dir, containerd and `warmd run` process.
 type node struct {

@@ -33,24 +33,7 @@ import (
 
 var warmdBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "warmd-fleet-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	warmdBin = filepath.Join(dir, "warmd")
-	build := exec.Command("go", "build", "-o", warmdBin, "warmd.io/warmd/cmd/warmd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false")
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build warmd:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithWarmd(m, &warmdBin, "") }
 
 const modelName = "acme/fleet"
 

@@ -21,38 +21,13 @@
 package security
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"warmd.io/warmd/internal/testenv"
 )
 
-// warmdBin is the warmd binary TestMain builds from this checkout.
+// warmdBin is the warmd binary TestMain builds from this checkout, or WARMD_SECURITY_BIN: a warmd
+// built elsewhere, e.g. from an older commit to show that each case fails there.
 var warmdBin string
 
-func TestMain(m *testing.M) {
-	// WARMD_SECURITY_BIN runs the suite against a warmd built elsewhere, e.g. from an older commit
-	// to show that each case fails there.
-	if bin := os.Getenv("WARMD_SECURITY_BIN"); bin != "" {
-		warmdBin = bin
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "warmd-sec-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	warmdBin = filepath.Join(dir, "warmd")
-	build := exec.Command("go", "build", "-o", warmdBin, "warmd.io/warmd/cmd/warmd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	build.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false")
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build warmd for the security suite:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithWarmd(m, &warmdBin, "WARMD_SECURITY_BIN") }
