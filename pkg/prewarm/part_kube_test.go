@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"warmd.io/warmd/internal/pagecachetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -134,7 +136,7 @@ func TestPartFollowsPodsOfThisNode(t *testing.T) {
 		t.Fatalf("small model's run: %+v, want finished with every byte", sm)
 	}
 	for name, b := range small {
-		if r := resident(t, b); r < 0.95 {
+		if r := pagecachetest.Resident(t, b); r < 0.95 {
 			t.Errorf("%s is %.0f%% resident after the part's pre-warm", name, r*100)
 		}
 	}

@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"unsafe"
+
+	"warmd.io/warmd/internal/pagecachetest"
 
 	"golang.org/x/sys/unix"
 
@@ -63,34 +64,6 @@ func drop(t *testing.T, path string) {
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// resident is the share of path's pages in the page cache, by mincore(2) on a mapping of it
-// (mapping faults nothing in; mincore only reports).
-func resident(t *testing.T, path string) float64 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	// x/sys/unix has no Mincore wrapper on Linux; the raw call is mincore(addr, length, vec).
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
-	}
-	return float64(n) / float64(len(vec))
 }
 
 // model lays out a published snapshot as the weights engine does: blobs written with O_DIRECT, and
@@ -148,7 +121,7 @@ func TestWarmLoadsPageCache(t *testing.T) {
 	dir, blobs := layout(t, map[string]int{"model-00001-of-00002.safetensors": 24 * mib,
 		"model-00002-of-00002.safetensors": 16 * mib, "sub/config.json": 4096})
 	for name, b := range blobs {
-		if r := resident(t, b); r > 0.05 {
+		if r := pagecachetest.Resident(t, b); r > 0.05 {
 			t.Fatalf("%s is %.0f%% resident after DONTNEED; the test cannot tell cold from warm here", name, r*100)
 		}
 	}
@@ -161,7 +134,7 @@ func TestWarmLoadsPageCache(t *testing.T) {
 		t.Fatalf("result %+v, want 3 files, %d bytes, no budget hit", res, want)
 	}
 	for name, b := range blobs {
-		if r := resident(t, b); r < 0.95 {
+		if r := pagecachetest.Resident(t, b); r < 0.95 {
 			t.Errorf("%s is only %.0f%% resident after Warm", name, r*100)
 		}
 	}
@@ -180,13 +153,13 @@ func TestWarmStopsAtBudget(t *testing.T) {
 	if res.Bytes != 64*mib || seen != res.Bytes || !res.BudgetHit || res.Read != 2 || res.Total != 144*mib {
 		t.Fatalf("result %+v (onBytes saw %d), want 64 MiB read from 2 files and the budget hit", res, seen)
 	}
-	if r := resident(t, blobs["a.safetensors"]); r < 0.95 {
+	if r := pagecachetest.Resident(t, blobs["a.safetensors"]); r < 0.95 {
 		t.Errorf("a is %.0f%% resident, want all", r*100)
 	}
-	if r := resident(t, blobs["b.safetensors"]); r < 0.30 || r > 0.70 {
+	if r := pagecachetest.Resident(t, blobs["b.safetensors"]); r < 0.30 || r > 0.70 {
 		t.Errorf("b is %.0f%% resident, want its first third (where the budget ends) plus at most a readahead window", r*100)
 	}
-	if r := resident(t, blobs["c.safetensors"]); r > 0.05 {
+	if r := pagecachetest.Resident(t, blobs["c.safetensors"]); r > 0.05 {
 		t.Errorf("c is %.0f%% resident, want none: it is past the budget", r*100)
 	}
 }
@@ -200,7 +173,7 @@ func TestWarmCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || res.Bytes != 0 {
 		t.Fatalf("Warm on a cancelled context: %+v, %v", res, err)
 	}
-	if r := resident(t, blobs["a.safetensors"]); r > 0.05 {
+	if r := pagecachetest.Resident(t, blobs["a.safetensors"]); r > 0.05 {
 		t.Errorf("a is %.0f%% resident after a cancelled run", r*100)
 	}
 }

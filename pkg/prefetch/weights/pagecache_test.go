@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"unsafe"
+
+	"warmd.io/warmd/internal/pagecachetest"
 
 	"golang.org/x/sys/unix"
 
@@ -45,7 +46,7 @@ func TestPageCacheModes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := resident(t, blob)
+		r := pagecachetest.Resident(t, blob)
 		t.Logf("%s: %.0f%% resident", tc.name, 100*r)
 		if r < tc.minRes || r > tc.maxRes {
 			t.Errorf("%s: %.0f%% of the published shard is in the page cache, want %.0f%%..%.0f%%", tc.name, 100*r, 100*tc.minRes, 100*tc.maxRes)
@@ -63,35 +64,4 @@ func requireDirectIO(t *testing.T, dir string) {
 		testenv.Unavailable(t, fmt.Sprintf("O_DIRECT not supported under %s (%v): set TMPDIR to a disk file system, as make test does", dir, err))
 	}
 	f.Close()
-}
-
-// resident is the share of path's pages in the page cache, by mincore(2) on a mapping of it
-// (mapping faults nothing in; mincore only reports).
-func resident(t *testing.T, path string) float64 {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	// x/sys/unix has no Mincore wrapper on Linux; the raw call is mincore(addr, length, vec).
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		t.Fatal(errno)
-	}
-	n := 0
-	for _, v := range vec {
-		n += int(v & 1)
-	}
-	return float64(n) / float64(len(vec))
 }
