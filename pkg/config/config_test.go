@@ -61,6 +61,8 @@ weights:
   pageCache: readBack
 api:
   listen: "9400"
+containerd:
+  unpack: sideways
 `
 	_, err := Parse([]byte(bad))
 	var ve *ValidationError
@@ -77,6 +79,7 @@ api:
 		`weights.chunkSize: 1Ki is outside 1Mi..1Gi`,
 		`weights.pageCache: "readBack" is not a page-cache mode (use bypass (O_DIRECT, the default) or keep)`,
 		`api.listen: "9400" is not host:port`,
+		`containerd.unpack: "sideways" is not a way to unpack (use daemon`,
 	}
 	msg := err.Error()
 	for _, w := range want {

@@ -19,6 +19,15 @@ type Containerd struct {
 	// Backend is auto (containerd when its socket answers, else embedded), containerd, or embedded
 	// (a content store under the data dir; for demos and nodes without containerd). Default auto.
 	Backend string `json:"backend,omitempty"`
+	// Unpack is who unpacks an image's layers: daemon (default: the daemon's Transfer service
+	// fetches and unpacks, one layer after another in manifest order, exactly as the kubelet's and
+	// `ctr images pull` do) or parallel (the daemon fetches; warmd has the daemon's diff service
+	// apply each layer into its own snapshot as soon as it is in, several at once, then commits the
+	// chain with the snapshotter's rebase). parallel needs containerd 2.x with the Transfer API and a
+	// snapshotter that can rebase (overlayfs can); warmd refuses to start otherwise. It pays where
+	// an image has several big layers and the node has cores to spare; one dominant layer still
+	// takes as long as its own gunzip (see scripts/bench/images.sh, which measures both).
+	Unpack string `json:"unpack,omitempty"`
 }
 
 // S3 configures the one S3 client that weights and compile caches share. Credentials never appear

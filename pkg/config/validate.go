@@ -94,6 +94,12 @@ func (c *NodeConfig) Validate() error {
 	default:
 		p.add("containerd.backend", fmt.Sprintf("%s is not a backend", quote(c.Containerd.Backend)), "use auto, containerd or embedded")
 	}
+	switch c.Containerd.Unpack {
+	case "daemon", "parallel":
+	default:
+		p.add("containerd.unpack", fmt.Sprintf("%s is not a way to unpack", quote(c.Containerd.Unpack)),
+			"use daemon (the daemon unpacks, as the kubelet does) or parallel (layers side by side; containerd 2.x with a rebase-capable snapshotter)")
+	}
 	if !containerdNamespace.MatchString(c.Containerd.Namespace) {
 		p.add("containerd.namespace", fmt.Sprintf("%s is not a containerd namespace", quote(c.Containerd.Namespace)),
 			"letters and digits separated by '.', '_' or '-', at most 76 characters; the kubelet's is "+DefaultNamespace)

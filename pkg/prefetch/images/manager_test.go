@@ -37,6 +37,10 @@ var backends = []backend{
 	{"containerd-2.4", "transfer", func(t *testing.T, c *config.NodeConfig) {
 		c.Containerd.Address, c.Containerd.Backend = testenv.Containerd(t), "containerd"
 	}},
+	// containerd.unpack: parallel, the whole manager suite on warmd's parallel-unpack path.
+	{"containerd-2.4-parallel", "parallel", func(t *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend, c.Containerd.Unpack = testenv.Containerd(t), "containerd", "parallel"
+	}},
 	{"containerd-1.6", "pull", func(t *testing.T, c *config.NodeConfig) {
 		c.Containerd.Address, c.Containerd.Backend = testenv.Containerd16(t), "containerd"
 	}},
@@ -474,5 +478,22 @@ func TestReadyAtThePlanNotTheDownload(t *testing.T) {
 	}
 	if err := h.m.Ready(); err != nil {
 		t.Errorf("not ready while the first pull runs: %v", err)
+	}
+}
+
+// TestUnpackParallelNeedsTransfer: containerd.unpack: parallel on a daemon without the Transfer API
+// (1.6) is refused when the backend opens, naming what is missing, rather than silently unpacking
+// one layer at a time.
+func TestUnpackParallelNeedsTransfer(t *testing.T) {
+	cfg := newConfig(t, backend{configure: func(t *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend, c.Containerd.Unpack = testenv.Containerd16(t), "containerd", "parallel"
+	}}, func(*config.NodeConfig) {})
+	b, err := images.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		b.Close()
+		t.Fatal("containerd 1.6 opened with unpack: parallel")
+	}
+	if !strings.Contains(err.Error(), "parallel needs the Transfer API, which containerd") {
+		t.Errorf("error %q does not say what parallel needs", err)
 	}
 }

@@ -23,6 +23,7 @@ func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefet
 		return containerd.New(ctx, containerd.Options{
 			Address: cfg.Containerd.Address, Namespace: cfg.Containerd.Namespace,
 			Snapshotter: cfg.Containerd.Snapshotter, Registry: reg, Log: log,
+			Path: apiPath(cfg.Containerd.Unpack),
 		})
 	}
 	openEmbedded := func() (prefetch.Images, error) {
@@ -48,6 +49,15 @@ func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefet
 	return nil, fmt.Errorf("containerd.backend %q is not auto, containerd or embedded", cfg.Containerd.Backend)
 }
 
+// apiPath maps containerd.unpack to the backend's API path: parallel forces the parallel path; daemon
+// (or empty) leaves the backend to detect Transfer or, on a daemon without it (1.6), Pull.
+func apiPath(unpack string) string {
+	if unpack == "parallel" {
+		return containerd.PathParallel
+	}
+	return ""
+}
+
 // Registry is the registry access the config describes.
 func Registry(cfg *config.NodeConfig) oci.Registry {
 	return oci.Registry{
@@ -59,8 +69,8 @@ func Registry(cfg *config.NodeConfig) oci.Registry {
 
 // backendKey is what, when changed by a reload, requires reopening the backend.
 func backendKey(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%v|%s|%v", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
-		cfg.Containerd.Snapshotter, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP)
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%v|%s|%v", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
+		cfg.Containerd.Snapshotter, cfg.Containerd.Unpack, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP)
 }
 
 // Want is one image this node needs and why.

@@ -114,9 +114,15 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			opts.Log.Info("containerd lacks the Transfer API; falling back to client-side Pull with ListStatuses progress", "version", v.Version, "why", why)
 		}
 	}
-	if b.path == PathParallel && !hasRebase(vctx, c, opts.Snapshotter) {
-		c.Close()
-		return nil, fmt.Errorf("containerd API path parallel needs the Transfer API and a snapshotter that can rebase (%s cannot)", opts.Snapshotter)
+	if b.path == PathParallel {
+		if ok, why := hasTransfer(vctx, c); !ok {
+			c.Close()
+			return nil, fmt.Errorf("containerd API path parallel needs the Transfer API, which containerd %s at %s lacks (%s): set containerd.unpack: daemon", v.Version, opts.Address, why)
+		}
+		if !hasRebase(vctx, c, opts.Snapshotter) {
+			c.Close()
+			return nil, fmt.Errorf("containerd API path parallel needs a snapshotter that can rebase, which %s cannot: set containerd.unpack: daemon, or use overlayfs", opts.Snapshotter)
+		}
 	}
 	if b.path != PathTransfer && b.path != PathPull && b.path != PathParallel {
 		c.Close()
