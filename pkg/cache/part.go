@@ -31,6 +31,9 @@ type PartOptions struct {
 	RestoreInterval time.Duration
 	// Tick is how often the part checks the watch and the SKU. Default 1s.
 	Tick time.Duration
+	// Peers overrides the peer options built from peers.* and the API client (daemonPeers); with
+	// them, verified bundles are kept for peers and restores ask peers before the bucket.
+	Peers *PeerOptions
 }
 
 // Section is the compile-cache part's section of the node state.
@@ -65,8 +68,11 @@ type Status struct {
 	Bytes      int64             `json:"bytes"`
 	Components []ComponentStatus `json:"components,omitempty"`
 	// BundlesLocal are live bundles on this node; Stats.RemoteBundles those in the SKU's index.
-	BundlesLocal int    `json:"bundlesLocal"`
-	Message      string `json:"message,omitempty"`
+	BundlesLocal int `json:"bundlesLocal"`
+	// KeptBundles and KeptBytes are the verified bundles kept for peers (KeptDir).
+	KeptBundles int    `json:"keptBundles,omitempty"`
+	KeptBytes   int64  `json:"keptBytes,omitempty"`
+	Message     string `json:"message,omitempty"`
 	Stats
 }
 
@@ -114,6 +120,9 @@ func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 	}
 	if o.Tick <= 0 {
 		o.Tick = time.Second
+	}
+	if o.Peers == nil {
+		o.Peers = daemonPeers(d)
 	}
 	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
 		firstPass: errors.New("waiting for the GPU SKU key"), reconf: make(chan struct{}, 1)}, nil
@@ -207,7 +216,9 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 	cfg := p.config()
 	cc := cfg.CompileCache
 	o := Options{DataDir: cfg.DataDir, SKU: sku, Node: cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
-		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log}
+		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log,
+		// Bundles are kept only for peers: see Options.KeepBundles for why not by default.
+		KeepBundles: cfg.Peers.Enabled, Peers: p.o.Peers}
 	if cc.Remote != "" {
 		bucket, prefix, err := config.ParseS3URL(cc.Remote)
 		if err != nil {
@@ -333,6 +344,7 @@ func Snapshot(mgr *Manager, st State, remote string) Status {
 			s.BundlesLocal++
 		}
 	}
+	s.KeptBundles, s.KeptBytes = mgr.KeptBundles()
 	for _, c := range Components {
 		s.Components = append(s.Components, ComponentStatus{Name: c, Bytes: bytes[c], Files: files[c], Bundles: bundles[c]})
 		s.Bytes += bytes[c]
