@@ -31,7 +31,7 @@ type PartOptions struct {
 	RestoreInterval time.Duration
 	// Tick is how often the part checks the watch and the SKU. Default 1s.
 	Tick time.Duration
-	// Peers overrides the peer options built from peers.* and the API client (daemonPeers); with
+	// Peers overrides the peer options built from peers.* and the API client (NewPeerOptions); with
 	// them, verified bundles are kept for peers and restores ask peers before the bucket.
 	Peers *PeerOptions
 }
@@ -122,7 +122,7 @@ func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 		o.Tick = time.Second
 	}
 	if o.Peers == nil {
-		o.Peers = daemonPeers(d)
+		o.Peers = NewPeerOptions(d)
 	}
 	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
 		firstPass: errors.New("waiting for the GPU SKU key"), reconf: make(chan struct{}, 1)}, nil

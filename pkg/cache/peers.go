@@ -38,7 +38,8 @@ type PeerOptions struct {
 	// StartTimeout is how long a peer may take to start answering before the next peer, or the
 	// origin, is asked instead; it also ends a response that delivers nothing for this long. Default 5s.
 	StartTimeout time.Duration
-	// OnBytes is told of every bundle byte received, by from (FromPeer, FromOrigin); may be nil.
+	// OnBytes is told of the bytes of every bundle restored, by from (FromPeer: a peer's verified
+	// bundle; FromOrigin: every byte read from the bucket); may be nil.
 	OnBytes func(from string, n int64)
 	// OnDrop is told of every peer dropped from a restore, with the reason; may be nil.
 	OnDrop func(peer, reason string)
@@ -172,8 +173,7 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 	timer := time.AfterFunc(stall, func() { cancel(errors.New("peer stalled")) })
 	defer timer.Stop()
 	body := &stallReader{r: io.LimitReader(resp.Body, e.Size+1), t: timer, d: stall}
-	n, err := io.Copy(k, body)
-	m.counted(FromPeer, n)
+	_, err = io.Copy(k, body)
 	if err != nil {
 		k.abort()
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
@@ -188,6 +188,7 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 	if err := k.commit(e); err != nil {
 		return err
 	}
+	m.counted(FromPeer, k.n) // only verified bytes count as the peers'
 	return nil
 }
 
@@ -229,10 +230,10 @@ func (s *stallReader) Read(p []byte) (int, error) {
 // the metric counts weights by model, and bundles under this one fixed value.
 const MetricsModel = "compile-cache"
 
-// daemonPeers builds the PeerOptions the daemon part runs with when peers.enabled and an API client
+// NewPeerOptions builds the PeerOptions the daemon part runs with when peers.enabled and an API client
 // exist: peers found from the Node labels (discover.CompileCache), the projected token, the shared
 // warmd_peer_* metrics. nil otherwise (bundles come from the bucket alone).
-func daemonPeers(d daemon.Deps) *PeerOptions {
+func NewPeerOptions(d daemon.Deps) *PeerOptions {
 	cfg := d.Config
 	if !cfg.Peers.Enabled || d.Kube == nil {
 		return nil
