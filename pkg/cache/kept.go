@@ -226,3 +226,20 @@ func (m *Manager) KeptBundles() (n int, bytes int64) {
 	}
 	return n, bytes
 }
+
+// dropKept removes the kept dir of a daemon that no longer keeps bundles (peers.enabled turned off):
+// nothing bounds or serves it any more. Only the daemon part calls it; a command's manager never
+// does, since it may run beside a daemon that keeps them.
+func (m *Manager) dropKept() {
+	if m.kept != nil {
+		return
+	}
+	if _, err := m.r.base.Lstat(keptRel); err != nil {
+		return
+	}
+	if err := m.r.base.RemoveAll(keptRel.Dir()); err != nil {
+		m.log.Warn("could not remove the kept bundles of an earlier run with peers", "err", err)
+		return
+	}
+	m.log.Info("removed the bundles kept for peers: peers.enabled is off")
+}

@@ -131,3 +131,31 @@ func TestKeptBundlesBounded(t *testing.T) {
 type rawBuffer struct{ b []byte }
 
 func (r *rawBuffer) Write(p []byte) (int, error) { r.b = append(r.b, p...); return len(p), nil }
+
+// TestDropKept: a daemon that no longer keeps bundles (peers turned off) removes what an earlier run
+// kept; one that keeps them leaves them.
+func TestDropKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := objstore.NewMemory()
+	a := newManager(t, skuA, s, "cache-mem", keep)
+	if _, err := cachetest.Write(a.Layout().Root(), cachetest.Small); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Capture(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Upload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.dropKept()
+	if n, _ := a.KeptBundles(); n == 0 {
+		t.Fatal("a manager that keeps bundles dropped them")
+	}
+	a.Close()
+	b := newManager(t, skuA, s, "cache-mem", func(o *Options) { o.DataDir = a.o.DataDir })
+	b.dropKept()
+	if _, err := b.r.base.Lstat(keptRel); err == nil {
+		t.Fatal("kept bundles stay after peers were turned off")
+	}
+}

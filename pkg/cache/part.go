@@ -146,9 +146,10 @@ func (p *Part) config() *config.NodeConfig {
 	return p.cfg
 }
 
-// settings is what a running SKU tree was opened with; a reload that changes it reopens the tree.
+// settings is what a running SKU tree was opened with (peers.enabled decides whether bundles are
+// kept and peers asked); a reload that changes it reopens the tree.
 func settings(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%+v|%+v", cfg.CompileCache, cfg.S3)
+	return fmt.Sprintf("%+v|%+v|peers=%v", cfg.CompileCache, cfg.S3, cfg.Peers.Enabled)
 }
 
 // Ready implements daemon.Part: nil once the part knows the SKU and either the SKU is not cacheable
@@ -218,7 +219,10 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 	o := Options{DataDir: cfg.DataDir, SKU: sku, Node: cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
 		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log,
 		// Bundles are kept only for peers: see Options.KeepBundles for why not by default.
-		KeepBundles: cfg.Peers.Enabled, Peers: p.o.Peers}
+		KeepBundles: cfg.Peers.Enabled}
+	if cfg.Peers.Enabled {
+		o.Peers = p.o.Peers // nil without an API client: kept and served, fetched from the bucket
+	}
 	if cc.Remote != "" {
 		bucket, prefix, err := config.ParseS3URL(cc.Remote)
 		if err != nil {
@@ -238,6 +242,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		return err
 	}
 	defer mgr.Close()
+	mgr.dropKept()
 	p.mu.Lock()
 	p.mgr = mgr
 	p.mu.Unlock()
