@@ -105,6 +105,9 @@ func (m *Manager) counted(from string, n int64) {
 // errNotThere is a peer's 404: it does not keep the bundle; not a fault.
 var errNotThere = errors.New("peer does not keep the bundle")
 
+// errLocal marks a failure on this node's side (the kept dir): the origin is asked, no peer dropped.
+var errLocal = errors.New("cannot keep the bundle locally")
+
 // errCorruptPeer marks bytes from a peer that are not the bundle the index names.
 var errCorruptPeer = errors.New("peer sent bytes that do not match the index's sha256 and size")
 
@@ -127,6 +130,9 @@ func (m *Manager) fromPeers(ctx context.Context, ps *peerSet, e IndexEntry) bool
 		case ctx.Err() != nil:
 			return false
 		case errors.Is(err, errNotThere):
+		case errors.Is(err, errLocal):
+			m.log.Warn("cannot take a bundle from peers; restoring it from the origin", "bundle", e.SHA256[:12], "err", err)
+			return false
 		case errors.Is(err, errCorruptPeer):
 			m.drop(p, DropCorrupt, err)
 			return false
@@ -166,7 +172,7 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 	}
 	k := m.newKeeper()
 	if k.t == nil {
-		return errors.New("cannot keep the bundle locally")
+		return errLocal
 	}
 	// A response that stalls for StartTimeout is cut, like one slow to start.
 	stall := m.startTimeout()
@@ -186,7 +192,7 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 		return errCorruptPeer
 	}
 	if err := k.commit(e); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errLocal, err)
 	}
 	m.counted(FromPeer, k.n) // only verified bytes count as the peers'
 	return nil
