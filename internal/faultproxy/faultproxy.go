@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -44,6 +45,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	faults   Faults
 	served   atomic.Int64
+	paths    map[string]*atomic.Int64 // body bytes by request path (under mu)
 	requests atomic.Int64
 	injected atomic.Int64
 	limiter  atomic.Pointer[rate.Limiter]
@@ -98,7 +100,8 @@ func StartOn(addr, target string) (*Proxy, error) {
 	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(r *http.Response) error {
-		r.Body = &countingBody{ReadCloser: &limitedBody{ReadCloser: r.Body, p: p, ctx: r.Request.Context()}, n: &p.served}
+		r.Body = &countingBody{ReadCloser: &limitedBody{ReadCloser: r.Body, p: p, ctx: r.Request.Context()}, n: &p.served,
+			path: p.pathCounter(r.Request.URL.Path)}
 		if r.Request.Method != http.MethodGet || r.StatusCode/100 != 2 || r.ContentLength < 2 {
 			return nil
 		}
@@ -143,6 +146,34 @@ func (p *Proxy) Pending() Faults {
 // BytesServed counts response body bytes sent to clients.
 func (p *Proxy) BytesServed() int64 { return p.served.Load() }
 
+// BytesServedFor counts response body bytes sent for request paths ending in suffix (".tar.zst":
+// the bundle objects alone, not the indexes and manifests read next to them).
+func (p *Proxy) BytesServedFor(suffix string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for path, c := range p.paths {
+		if strings.HasSuffix(path, suffix) {
+			n += c.Load()
+		}
+	}
+	return n
+}
+
+func (p *Proxy) pathCounter(path string) *atomic.Int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paths == nil {
+		p.paths = map[string]*atomic.Int64{}
+	}
+	c, ok := p.paths[path]
+	if !ok {
+		c = new(atomic.Int64)
+		p.paths[path] = c
+	}
+	return c
+}
+
 // Requests counts requests received.
 func (p *Proxy) Requests() int64 { return p.requests.Load() }
 
@@ -175,12 +206,13 @@ func (p *Proxy) take(r *http.Request, counter func(*Faults) *int) bool {
 
 type countingBody struct {
 	io.ReadCloser
-	n *atomic.Int64
+	n, path *atomic.Int64
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
+	b.path.Add(int64(n))
 	return n, err
 }
 

@@ -91,6 +91,8 @@ func (m *Manager) Evict() (EvictResult, error) {
 	for _, b := range per {
 		used += b
 	}
+	_, kept := m.KeptBundles() // kept copies for peers count against the same budget
+	used += kept
 	if used <= m.o.Budget {
 		return res, nil
 	}
@@ -115,7 +117,7 @@ func (m *Manager) Evict() (EvictResult, error) {
 		if slices.ContainsFunc(inUse, r.Under) || now.Sub(r.LastUsed) < m.o.MinIdle {
 			continue
 		}
-		freed := m.removeFiles(r)
+		freed := m.removeFiles(r) + m.removeKept(r.SHA256)
 		used -= freed
 		res.Freed += freed
 		res.Evicted = append(res.Evicted, r.SHA256)

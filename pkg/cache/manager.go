@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
 	"syscall"
@@ -49,6 +50,14 @@ type Options struct {
 	Reserve int64
 	// Sync flushes restored files to disk before renaming them into place. Default on in the daemon.
 	Sync bool
+	// KeepBundles keeps every verified bundle (captured here and uploaded, or restored) under KeptDir
+	// for the peer server, bounded by the SKU's index and counted against Budget. Off by default
+	// (and in the daemon unless peers.enabled): without peers nobody reads them, and they would double
+	// the compile cache's disk use (the tree holds the same bytes, extracted). Peers sets it.
+	KeepBundles bool
+	// Peers, when set, lets Restore download bundles from warm peers before the origin (see
+	// PeerOptions); it implies KeepBundles (a peer download lands in the kept dir, verified).
+	Peers *PeerOptions
 	// InUse returns the trees running pods use, as "<component>/<path prefix>" or "" for the whole
 	// SKU tree; bundles under them are never evicted. Nil: nothing is known to be in use.
 	InUse func() []string
@@ -70,7 +79,9 @@ type Manager struct {
 	layout Layout
 	r      *roots
 	log    *slog.Logger
-	share  *Share // nil when node-local
+	share  *Share       // nil when node-local
+	kept   *fsroot.Root // KeptDir; nil unless KeepBundles
+	client *http.Client // for peers, built on first use unless Peers.Client
 
 	op sync.Mutex // serializes capture, restore, evict
 
@@ -99,6 +110,11 @@ type Stats struct {
 	Hits          int    `json:"hits"`
 	Misses        int    `json:"misses"`
 	LastMiss      string `json:"lastMiss,omitempty"`
+	// PeerBytes and OriginBytes count restored bundle bytes by where they came from (warm peers, the
+	// bucket); PeersDropped counts peers dropped from a restore (bad bytes, errors).
+	PeerBytes    int64 `json:"peerBytes"`
+	OriginBytes  int64 `json:"originBytes"`
+	PeersDropped int   `json:"peersDropped,omitempty"`
 	// Refused lists the latest bundles or indexes refused (another SKU's, corrupt), with why.
 	Refused   []string `json:"refused,omitempty"`
 	LastError string   `json:"lastError,omitempty"`
@@ -159,8 +175,14 @@ func NewManager(o Options) (*Manager, error) {
 			m.log.Info("removed temp files of an interrupted restore", "files", n)
 		}
 	}
+	if !o.ReadOnly && (o.KeepBundles || o.Peers != nil) {
+		if err := m.openKept(); err != nil {
+			m.r.close()
+			return nil, err
+		}
+	}
 	if err := m.loadRecords(); err != nil {
-		m.r.close()
+		m.Close()
 		return nil, err
 	}
 	return m, nil
@@ -168,6 +190,9 @@ func NewManager(o Options) (*Manager, error) {
 
 // Close releases the manager's handles on its trees.
 func (m *Manager) Close() error {
+	if m.kept != nil {
+		m.kept.Close()
+	}
 	m.r.close()
 	return nil
 }

@@ -31,6 +31,9 @@ type PartOptions struct {
 	RestoreInterval time.Duration
 	// Tick is how often the part checks the watch and the SKU. Default 1s.
 	Tick time.Duration
+	// Peers overrides the peer options built from peers.* and the API client (NewPeerOptions); with
+	// them, verified bundles are kept for peers and restores ask peers before the bucket.
+	Peers *PeerOptions
 }
 
 // Section is the compile-cache part's section of the node state.
@@ -65,8 +68,11 @@ type Status struct {
 	Bytes      int64             `json:"bytes"`
 	Components []ComponentStatus `json:"components,omitempty"`
 	// BundlesLocal are live bundles on this node; Stats.RemoteBundles those in the SKU's index.
-	BundlesLocal int    `json:"bundlesLocal"`
-	Message      string `json:"message,omitempty"`
+	BundlesLocal int `json:"bundlesLocal"`
+	// KeptBundles and KeptBytes are the verified bundles kept for peers (KeptDir).
+	KeptBundles int    `json:"keptBundles,omitempty"`
+	KeptBytes   int64  `json:"keptBytes,omitempty"`
+	Message     string `json:"message,omitempty"`
 	Stats
 }
 
@@ -115,6 +121,9 @@ func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 	if o.Tick <= 0 {
 		o.Tick = time.Second
 	}
+	if o.Peers == nil {
+		o.Peers = NewPeerOptions(d)
+	}
 	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
 		firstPass: errors.New("waiting for the GPU SKU key"), reconf: make(chan struct{}, 1)}, nil
 }
@@ -137,9 +146,10 @@ func (p *Part) config() *config.NodeConfig {
 	return p.cfg
 }
 
-// settings is what a running SKU tree was opened with; a reload that changes it reopens the tree.
+// settings is what a running SKU tree was opened with (peers.enabled decides whether bundles are
+// kept and peers asked); a reload that changes it reopens the tree.
 func settings(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%+v|%+v", cfg.CompileCache, cfg.S3)
+	return fmt.Sprintf("%+v|%+v|peers=%v", cfg.CompileCache, cfg.S3, cfg.Peers.Enabled)
 }
 
 // Ready implements daemon.Part: nil once the part knows the SKU and either the SKU is not cacheable
@@ -207,7 +217,12 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 	cfg := p.config()
 	cc := cfg.CompileCache
 	o := Options{DataDir: cfg.DataDir, SKU: sku, Node: cfg.NodeName, Budget: cc.Budget.Value(), Sync: true,
-		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log}
+		InUse: p.inUse, OpenWriters: p.o.OpenWriters, Log: p.log,
+		// Bundles are kept only for peers: see Options.KeepBundles for why not by default.
+		KeepBundles: cfg.Peers.Enabled}
+	if cfg.Peers.Enabled {
+		o.Peers = p.o.Peers // nil without an API client: kept and served, fetched from the bucket
+	}
 	if cc.Remote != "" {
 		bucket, prefix, err := config.ParseS3URL(cc.Remote)
 		if err != nil {
@@ -227,6 +242,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		return err
 	}
 	defer mgr.Close()
+	mgr.dropKept()
 	p.mu.Lock()
 	p.mgr = mgr
 	p.mu.Unlock()
@@ -333,6 +349,7 @@ func Snapshot(mgr *Manager, st State, remote string) Status {
 			s.BundlesLocal++
 		}
 	}
+	s.KeptBundles, s.KeptBytes = mgr.KeptBundles()
 	for _, c := range Components {
 		s.Components = append(s.Components, ComponentStatus{Name: c, Bytes: bytes[c], Files: files[c], Bundles: bundles[c]})
 		s.Bytes += bytes[c]

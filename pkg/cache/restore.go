@@ -74,7 +74,7 @@ func (m *Manager) Upload(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	for _, r := range done {
 		r.Uploaded = true
-		_ = m.r.recs.Remove(pendingPath(r.SHA256))
+		m.keepCaptured(r.SHA256)
 	}
 	m.stats.Uploaded += len(done)
 	m.stats.LastUpload = &now
@@ -152,12 +152,16 @@ func (m *Manager) Restore(ctx context.Context) (RestoreResult, error) {
 		todo = append(todo, e)
 	}
 	m.mu.Unlock()
+	var ps *peerSet
+	if len(todo) > 0 {
+		ps = m.findPeers(ctx)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(m.o.Concurrency)
 	var mu sync.Mutex
 	for _, e := range todo {
 		g.Go(func() error {
-			rec, err := m.fetch(gctx, e)
+			rec, err := m.fetch(gctx, ps, e)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -177,6 +181,9 @@ func (m *Manager) Restore(ctx context.Context) (RestoreResult, error) {
 	if err := g.Wait(); err != nil {
 		return res, err
 	}
+	if _, err := m.pruneKept(idx); err != nil {
+		m.log.Warn("could not prune kept bundles", "err", err)
+	}
 	m.mu.Lock()
 	m.stats.LastRestore = &now
 	m.stats.Restored += len(res.Restored)
@@ -189,10 +196,11 @@ func (m *Manager) Restore(ctx context.Context) (RestoreResult, error) {
 // bundle, or finished): it ends the GET at once, without retries.
 var errExtractionStopped = errors.New("extraction stopped")
 
-// fetch streams one bundle from the bucket straight into the extractor. The manifest published next
-// to it is read first: it bounds every entry by its declared size and digest before a byte is
+// fetch restores one bundle: from a warm peer when one delivers it verified (fromPeers), else
+// streamed from the bucket straight into the extractor. The manifest published next to it is read
+// from the bucket first: it bounds every entry by its declared size and digest before a byte is
 // written, and lets the free-space check see the whole bundle before the download starts.
-func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
+func (m *Manager) fetch(ctx context.Context, ps *peerSet, e IndexEntry) (*Record, error) {
 	expect, err := m.share.ReadManifest(ctx, e.Component, e.SHA256)
 	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 		return nil, err
@@ -204,20 +212,41 @@ func (m *Manager) fetch(ctx context.Context, e IndexEntry) (*Record, error) {
 		// the best declared bound; the bundle's own manifest is still checked to the byte.
 		opts.MaxBytes = min(opts.MaxBytes, max(e.Bytes, 1))
 	}
+	if m.fromPeers(ctx, ps, e) {
+		f, err := m.openKeptBundle(e.SHA256)
+		if err != nil {
+			return nil, fmt.Errorf("open kept bundle: %w", err)
+		}
+		x, err := m.extract(f, e.Component, opts) // checks the sha256 again as it reads
+		f.Close()
+		if err != nil {
+			m.removeKept(e.SHA256)
+			return nil, err
+		}
+		return m.addExtracted(e.SHA256, e.Size, x, OriginRestored)
+	}
+	k := m.newKeeper()
 	pr, pw := io.Pipe()
 	getErr := make(chan error, 1)
 	go func() {
-		_, err := m.share.Store.Get(ctx, m.share.Bucket, m.share.BundleKey(e.Component, e.SHA256), pw)
+		_, err := m.share.Store.Get(ctx, m.share.Bucket, m.share.BundleKey(e.Component, e.SHA256), io.MultiWriter(pw, k))
 		pw.CloseWithError(err)
 		getErr <- err
 	}()
 	x, err := m.extract(pr, e.Component, opts)
 	pr.CloseWithError(objstore.WriterError(errExtractionStopped))
-	if gerr := <-getErr; gerr != nil && err != nil && !errors.Is(gerr, errExtractionStopped) {
+	gerr := <-getErr
+	m.counted(FromOrigin, k.n)
+	if gerr != nil && err != nil && !errors.Is(gerr, errExtractionStopped) {
+		k.abort()
 		return nil, fmt.Errorf("download: %w", gerr) // the extraction failed because the download did
 	}
 	if err != nil {
+		k.abort()
 		return nil, err
+	}
+	if kerr := k.commit(e); kerr != nil {
+		m.log.Warn("restored bundle not kept for peers", "bundle", e.SHA256[:12], "err", kerr)
 	}
 	return m.addExtracted(e.SHA256, e.Size, x, OriginRestored)
 }

@@ -1,5 +1,6 @@
 // Package peer holds what both sides of fleet peer distribution share: the URL a warm node serves a
 // published weight file at, and the header that carries the serving node's view of the file's size.
+// The same server hands out the compile-cache bundles a node verified and kept, by digest.
 // A fleet scales out in node groups that all pull the same weights at once; the warm nodes already hold
 // verified copies, and the Node labels warmd writes already say which node holds which model, so a cold
 // node can read chunks from its warm peers instead of the origin (which stays the source of truth for
@@ -21,6 +22,14 @@ func WeightsURL(base, model, revision, file string) string {
 	q := url.Values{"model": {model}, "revision": {revision}, "file": {file}}
 	return base + WeightsPath + "?" + q.Encode()
 }
+
+// BundlePath is the path prefix of the compile-cache bundle endpoint: a kept bundle is served at
+// BundlePath + its sha256 (64 lowercase hex digits), the digest the SKU's index names, so a bundle is
+// asked for by the identity the origin gave it and nothing else.
+const BundlePath = "/v1/bundles/sha256/"
+
+// BundleURL is the URL of the compile-cache bundle with digest sha on the peer at base.
+func BundleURL(base, sha string) string { return base + BundlePath + sha }
 
 // HeaderSize carries the size of the file the peer holds, so a fetcher can refuse a peer whose copy
 // differs from the origin's identity before reading a byte of it.

@@ -48,6 +48,10 @@ func WriteCache(w io.Writer, s cache.Status, now time.Time) error {
 	}
 	fmt.Fprintf(w, "  bundles: %d local, %d in the bucket; captured %d, uploaded %d, restored %d, evicted %d, refused %d\n",
 		s.BundlesLocal, s.RemoteBundles, s.Captured, s.Uploaded, s.Restored, s.Evicted, s.Rejected)
+	if s.PeerBytes > 0 || s.OriginBytes > 0 || s.KeptBundles > 0 {
+		fmt.Fprintf(w, "  restored bytes: %s from peers, %s from the bucket; %d peer(s) dropped; %d bundle(s) (%s) kept for peers\n",
+			cacheSize(s.PeerBytes), cacheSize(s.OriginBytes), s.PeersDropped, s.KeptBundles, cacheSize(s.KeptBytes))
+	}
 	fmt.Fprintf(w, "  last capture %s, last restore %s; vLLM starts: %d hit, %d missed after restore\n",
 		cacheAgo(s.LastCapture, now), cacheAgo(s.LastRestore, now), s.Hits, s.Misses)
 	if s.Pending > 0 {

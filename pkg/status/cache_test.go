@@ -25,6 +25,9 @@ func TestWriteCache(t *testing.T) {
 				Refused: []string{"triton/abc: built on SKU h100"}}},
 			[]string{"SKU h200-x (ready): shared via s3://b/p, 3.0 GiB", "budget 10.0 GiB", "flashinfer  12", "4 local, 6 in the bucket",
 				"last capture never, last restore 1m30s ago", "1 missed after restore", "last miss: vLLM used cache dir 22", "refused: triton/abc: built on SKU h100"}},
+		{"from peers", cache.Status{State: "ready", SKU: "h200-x", KeptBundles: 3, KeptBytes: 96 << 20,
+			Stats: cache.Stats{PeerBytes: 64 << 20, OriginBytes: 32 << 20, PeersDropped: 1}},
+			[]string{"restored bytes: 64.0 MiB from peers, 32.0 MiB from the bucket; 1 peer(s) dropped; 3 bundle(s) (96.0 MiB) kept for peers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer

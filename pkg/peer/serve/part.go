@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/metrics"
@@ -32,6 +33,7 @@ type Part struct {
 	addr    string
 	handler *Handler
 	root    *fsroot.Root
+	bundles *fsroot.Root
 
 	mu    sync.Mutex
 	ready error
@@ -70,6 +72,12 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer server: weights cache root: %w", err)
 	}
+	// Compile-cache bundles the cache part verified and kept (cache.KeptDir), by digest.
+	bundles, err := cache.OpenKept(cfg.DataDir)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("peer server: %w", err)
+	}
 	var m *metrics.Peers
 	if d.Metrics != nil && d.Metrics.Peers != nil {
 		m = d.Metrics.Peers
@@ -77,9 +85,9 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 		m = metrics.New(prometheus.NewRegistry()).Peers
 	}
 	store := d.Store
-	h := New(Options{Auth: opts.Auth, Root: root, UploadLimit: cfg.Peers.UploadLimit.Value(), Metrics: m,
+	h := New(Options{Auth: opts.Auth, Root: root, Bundles: bundles, UploadLimit: cfg.Peers.UploadLimit.Value(), Metrics: m,
 		Log: log.With("part", "peers"), Published: func(model, revision string) bool { return published(store, model, revision) }})
-	return &Part{log: log.With("part", "peers"), addr: cfg.Peers.Listen, handler: h, root: root,
+	return &Part{log: log.With("part", "peers"), addr: cfg.Peers.Listen, handler: h, root: root, bundles: bundles,
 		ready: errors.New("peer server not listening yet")}, nil
 }
 
@@ -116,6 +124,7 @@ func (p *Part) Addr() string {
 // Run implements daemon.Part: it serves until ctx ends, then gives responses in flight 5s.
 func (p *Part) Run(ctx context.Context) error {
 	defer p.root.Close()
+	defer p.bundles.Close()
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("peer server: listen on %s (peers.listen): %w", p.addr, err)

@@ -50,6 +50,8 @@ type Options struct {
 	// Published reports whether model at revision is verified and published now (the weights part's
 	// state): anything else is 404, whatever is on disk.
 	Published func(model, revision string) bool
+	// Bundles is the kept compile-cache bundle dir (cache.KeptDir); nil: no bundle is served.
+	Bundles *fsroot.Root
 	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
 	UploadLimit int64
 	// Metrics counts served bytes and refusals; nil: counted nowhere.
@@ -57,7 +59,7 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// Handler serves GET and HEAD of peer.WeightsPath.
+// Handler serves GET and HEAD of peer.WeightsPath and of peer.BundlePath (bundles.go).
 type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
@@ -92,7 +94,8 @@ func (h *Handler) refuse(w http.ResponseWriter, code int, reason, msg string) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != peer.WeightsPath {
+	digest, isBundle := strings.CutPrefix(r.URL.Path, peer.BundlePath)
+	if r.URL.Path != peer.WeightsPath && !isBundle {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "not found")
 		return
 	}
@@ -115,6 +118,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case v != auth.OK:
 		h.opts.Log.Info("peer request forbidden", "remote", r.RemoteAddr, "why", why)
 		h.refuse(w, http.StatusForbidden, ReasonForbidden, why)
+		return
+	}
+	if isBundle {
+		h.serveBundle(w, r, digest)
 		return
 	}
 	q := r.URL.Query()

@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"os"
 	"strings"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer/discover"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -31,21 +28,7 @@ var WarmValues = []string{"warm", "weights"}
 // load over every warm node rather than the first k.
 func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
 	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
-	}
-	var out []string
-	for _, n := range nodes.Items {
-		if n.Name == self {
-			continue
-		}
-		if ip := internalIP(n); ip != "" {
-			out = append(out, "http://"+net.JoinHostPort(ip, port))
-		}
-	}
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out[:min(k, len(out))], nil
+	return discover.Peers(ctx, c, sel, self, port, k, nil)
 }
 
 // ColdValues are the label values of a node that wants the model and is getting it (not warm, not
@@ -109,47 +92,9 @@ func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, por
 	}
 }
 
-func internalIP(n corev1.Node) string {
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP && net.ParseIP(a.Address) != nil {
-			return a.Address
-		}
-	}
-	return ""
-}
-
-// TokenFile reads a projected ServiceAccount token, again once MaxAge passed: the kubelet rotates the
-// file well before the token expires (at 80% of its life), so a minute-old copy is always valid.
-type TokenFile struct {
-	Path string
-	// MaxAge is how long a read token is reused. Default 1m.
-	MaxAge time.Duration
-	mu     sync.Mutex
-	tok    string
-	read   time.Time
-}
-
-// Token returns the token.
-func (t *TokenFile) Token() (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	age := t.MaxAge
-	if age <= 0 {
-		age = time.Minute
-	}
-	if t.tok != "" && time.Since(t.read) < age {
-		return t.tok, nil
-	}
-	b, err := os.ReadFile(t.Path)
-	if err != nil {
-		return "", fmt.Errorf("read peer token (peers.tokenFile): %w", err)
-	}
-	if len(b) > 16<<10 {
-		return "", fmt.Errorf("peer token %s: %d bytes is not a token", t.Path, len(b))
-	}
-	t.tok, t.read = strings.TrimSpace(string(b)), time.Now()
-	return t.tok, nil
-}
+// TokenFile reads the projected ServiceAccount token presented to peers (shared with the compile
+// cache's restore, see discover.TokenFile).
+type TokenFile = discover.TokenFile
 
 // Wrap returns an opener that puts the peers of each model in front of the source open returns, for
 // the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With

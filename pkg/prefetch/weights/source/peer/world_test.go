@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"warmd.io/warmd/internal/peertest"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
@@ -82,7 +82,7 @@ func newWorld(t *testing.T) *world {
 		}
 	}
 	w.model = config.Model{Name: "acme/fleet", Source: "s3://" + w.bucket + "/m/", Revision: "r1"}
-	w.port = freePort(t)
+	w.port = peertest.FreePort(t)
 	w.token = filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(w.token, []byte(kube.Token(t, "warmd", "warmd", audience)), 0o600); err != nil {
 		t.Fatal(err)
@@ -98,33 +98,6 @@ func (w *world) size() int64 {
 	return n
 }
 
-// freePort finds a port free on 127.0.0.11..19 (the nodes' addresses).
-func freePort(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.11:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		ln.Close()
-		ok := true
-		for i := 12; i < 20 && ok; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%s", i, port))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no port free on every node address")
-	return ""
-}
-
 // node is one warmd's data dir, state store, metrics and weights engine, with the peer opener the
 // daemon wires (pkg/assemble) in front of the origin.
 type node struct {
@@ -137,7 +110,7 @@ type node struct {
 
 func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	t.Helper()
-	n := &node{name: fmt.Sprintf("%s-%d", w.prefix, i), ip: fmt.Sprintf("127.0.0.%d", 10+i), store: state.New(time.Now),
+	n := &node{name: fmt.Sprintf("%s-%d", w.prefix, i), ip: peertest.IP(i), store: state.New(time.Now),
 		metrics: metrics.New(prometheus.NewRegistry())}
 	n.cfg = &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: n.name, DataDir: t.TempDir(),
 		Models: []config.Model{w.model}}
@@ -159,11 +132,7 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	}
 	t.Cleanup(func() { e.Close() })
 	n.engine = e
-	_, err = w.kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
-		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip}}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	peertest.CreateNode(t, w.kube.Client, n.name, n.ip, nil)
 	return n
 }
 

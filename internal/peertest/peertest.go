@@ -1,0 +1,56 @@
+// Package peertest holds what the peer test worlds share (the weights source's in
+// pkg/prefetch/weights/source/peer and the compile cache's in pkg/cache): nodes are loopback addresses
+// 127.0.0.11..19 sharing one peer port, as Node InternalIPs with one node port would, and Node objects
+// on a real kube-apiserver that say where each node is and what it claims warm.
+package peertest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// IP is the loopback address of node i (1..9) of a test world.
+func IP(i int) string { return fmt.Sprintf("127.0.0.%d", 10+i) }
+
+// FreePort finds a port free on 127.0.0.11..19 (the nodes' addresses).
+func FreePort(t testing.TB) string {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.11:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+		ok := true
+		for i := 12; i < 20 && ok; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%s", i, port))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no port free on every node address")
+	return ""
+}
+
+// CreateNode creates the Node name with InternalIP ip and labels, as the kubelet and readiness would.
+func CreateNode(t testing.TB, c kubernetes.Interface, name, ip string, labels map[string]string) {
+	t.Helper()
+	_, err := c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
