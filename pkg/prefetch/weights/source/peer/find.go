@@ -30,8 +30,15 @@ var WarmValues = []string{"warm", "weights"}
 // labelKey says they hold the model's weights verified, in random order so a node group spreads its
 // load over every warm node rather than the first k.
 func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
+	return find(ctx, c, labelKey, self, port, k, "")
+}
+
+// find is Find reading the Nodes at resourceVersion rv: "" is a consistent read (the first look, which
+// decides whether to wait for a seed); "0" is served from the API server's watch cache, which is what
+// the lookups repeated during a fetch use, so they cost the API server no etcd read.
+func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, rv string) ([]string, error) {
 	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
 	if err != nil {
 		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
 	}
@@ -151,6 +158,12 @@ func (t *TokenFile) Token() (string, error) {
 	return t.tok, nil
 }
 
+// refreshEvery is Options.RefreshEvery for the daemon's fetches (a variable for tests).
+var refreshEvery = DefaultRefreshEvery
+
+// maxFound bounds the warm peers one lookup during a fetch returns.
+const maxFound = 1024
+
 // Wrap returns an opener that puts the peers of each model in front of the source open returns, for
 // the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With
 // peers off it returns open.
@@ -180,7 +193,13 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		discover := func(ctx context.Context) ([]string, error) {
 			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
 		}
-		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Token: tf.Token, Log: log}
+		// During the fetch, every warm peer is a candidate (in random order); the source adds the new
+		// ones it can use.
+		refresh := func(ctx context.Context) ([]string, error) {
+			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
+		}
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
+			RefreshEvery: refreshEvery, MaxPeers: cfg.Peers.MaxPeers, Node: cfg.NodeName, Token: tf.Token, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }

@@ -6,6 +6,11 @@
 // the origin where the peer stopped; a chunk the engine asks for again (its file failed verification)
 // comes from the origin, and when its bytes differ from what a peer gave, that peer is dropped as
 // corrupt. Peer loss mid-transfer thus costs only the bytes of its chunks not yet received.
+//
+// A peer that is busy serving other nodes (503 with Retry-After: its serving slots are held) is not a
+// failure: that chunk goes to another peer or the origin and the peer is asked again after
+// Retry-After. While a fetch runs it looks the warm peers up again now and then (Refresh), so nodes
+// that finished meanwhile serve it too: that is how warm nodes double per wave (docs/fleet.md).
 package peer
 
 import (
@@ -47,6 +52,16 @@ type Options struct {
 	// Discover, when set, finds the peers at the first GetRange instead (it may wait for a seed): a
 	// model that is already published never asks, and never waits.
 	Discover func(ctx context.Context) ([]string, error)
+	// Refresh, when set, looks the warm peers up again during the fetch (at a chunk, when the last
+	// look is older than RefreshEvery); peers not known yet are added while fewer than MaxPeers usable
+	// (not dropped, not busy) ones remain.
+	Refresh func(ctx context.Context) ([]string, error)
+	// RefreshEvery is the least time between two Refresh calls. Default DefaultRefreshEvery.
+	RefreshEvery time.Duration
+	// MaxPeers bounds the usable peers Refresh tops up to. Default 4.
+	MaxPeers int
+	// Node is this node's name, sent to peers (peer.HeaderNode) so each counts it as one downloader.
+	Node string
 	// Token returns the bearer token presented to peers (the projected ServiceAccount token).
 	Token func() (string, error)
 	// Client makes the peer requests; nil: a client with a 10s response-header timeout.
@@ -66,6 +81,9 @@ type Source struct {
 	dmu   sync.Mutex // held while Discover runs
 	found bool
 	peers []*member
+	rmu   sync.Mutex // held while Refresh runs
+	// looked is when the peers were last looked up (under mu).
+	looked time.Time
 
 	mu      sync.Mutex
 	sizes   map[string]int64    // the origin's size of each file asked for
@@ -83,6 +101,8 @@ type member struct {
 	dead     atomic.Bool
 	corrupt  atomic.Bool
 	used     atomic.Bool
+	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
+	busyUntil atomic.Int64
 }
 
 type rangeKey struct {
@@ -120,6 +140,12 @@ func New(opts Options) *Source {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.RefreshEvery <= 0 {
+		opts.RefreshEvery = DefaultRefreshEvery
+	}
+	if opts.MaxPeers <= 0 {
+		opts.MaxPeers = 4
+	}
 	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}}
 	if opts.Discover == nil {
 		s.setPeers(opts.Peers)
@@ -130,14 +156,30 @@ func New(opts Options) *Source {
 func (s *Source) setPeers(bases []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.found = true
+	s.found, s.looked = true, time.Now()
+	s.addLocked(bases, len(bases))
+}
+
+// addLocked adds up to n of bases that are not peers of this fetch yet (dropped ones included, so a
+// dropped peer stays dropped); it returns the added ones.
+func (s *Source) addLocked(bases []string, n int) []string {
+	var added []string
 	for _, b := range bases {
+		if len(added) >= n {
+			break
+		}
+		b = strings.TrimSuffix(b, "/")
+		if slices.ContainsFunc(s.peers, func(m *member) bool { return m.base == b }) {
+			continue
+		}
 		host := b
 		if u, err := url.Parse(b); err == nil {
 			host = u.Host
 		}
-		s.peers = append(s.peers, &member{base: strings.TrimSuffix(b, "/"), host: host})
+		s.peers = append(s.peers, &member{base: b, host: host})
+		added = append(added, b)
 	}
+	return added
 }
 
 // discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
@@ -218,6 +260,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	if err := s.discover(ctx); err != nil {
 		return 0, err
 	}
+	s.refresh(ctx)
 	key := rangeKey{name.String(), off}
 	s.mu.Lock()
 	prev, again := s.served[key]
@@ -234,10 +277,14 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	w = io.MultiWriter(w, crc)
 	var got int64
 	var from *member
-	if m := s.pick(); m != nil {
+	// A busy peer sent nothing: the next usable peer is asked, then the origin.
+	for m := s.pick(); m != nil; m = s.pick() {
 		var err error
 		got, err = s.fromPeer(ctx, m, name, off, n, w)
 		m.inflight.Add(-1)
+		if s.busy(m, err) {
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return got, ctx.Err()
@@ -247,6 +294,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 			from = m
 			m.used.Store(true)
 		}
+		break
 	}
 	if got < n {
 		rest, err := s.origin(ctx, name, off+got, n-got, w)
@@ -272,14 +320,15 @@ func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w i
 }
 
 // pick returns the live peer with the fewest requests in flight (ties in turn), its count raised; nil
-// when every peer is dropped.
+// when every peer is dropped or busy.
 func (s *Source) pick() *member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var best *member
+	now := time.Now().UnixNano()
 	for i := range s.peers {
 		m := s.peers[(s.next+i)%len(s.peers)]
-		if m.dead.Load() {
+		if m.dead.Load() || m.busyUntil.Load() > now {
 			continue
 		}
 		if best == nil || m.inflight.Load() < best.inflight.Load() {
@@ -332,6 +381,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if s.o.Node != "" {
+		req.Header.Set(peer.HeaderNode, s.o.Node)
+	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	stall := time.AfterFunc(s.o.Stall, cancel)
 	defer stall.Stop()
@@ -340,6 +392,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if after, ok := busyAnswer(resp); ok {
+		return 0, &busyError{after: after}
+	}
 	if resp.StatusCode != http.StatusPartialContent {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 		return 0, fmt.Errorf("%w: %s: %s", errPeer, resp.Status, strings.TrimSpace(string(msg)))
