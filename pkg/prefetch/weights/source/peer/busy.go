@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -87,4 +88,55 @@ func (s *Source) refresh(ctx context.Context) {
 	if added := s.addLocked(bases, s.o.MaxPeers-usable); len(added) > 0 {
 		s.o.Log.Info("more peers warm: this download reads them too", "model", s.o.Model, "added", added)
 	}
+}
+
+// live reports whether any peer of this fetch is not dropped (busy ones included).
+func (s *Source) live() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.peers, func(m *member) bool { return !m.dead.Load() })
+}
+
+// originOpen is OriginGate's answer, asked again when older than RefreshEvery; an error opens it (a
+// fetch must not hang on the API server).
+func (s *Source) originOpen(ctx context.Context) bool {
+	if s.o.OriginGate == nil {
+		return true
+	}
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if !s.gateAt.IsZero() && time.Since(s.gateAt) < s.o.RefreshEvery {
+		return s.gate
+	}
+	open, err := s.o.OriginGate(ctx)
+	if err != nil {
+		s.o.Log.Debug("origin gate unknown; reading the origin", "model", s.o.Model, "err", err)
+		open = true
+	}
+	if open != s.gate || s.gateAt.IsZero() {
+		s.o.Log.Debug("origin gate for chunks busy peers turned away", "model", s.o.Model, "open", open)
+	}
+	s.gate, s.gateAt = open, time.Now()
+	return open
+}
+
+// busyWait sleeps until the first busy peer may be asked again (at most RefreshEvery, so peers that
+// became warm meanwhile are found), then looks the peers up again if due.
+func (s *Source) busyWait(ctx context.Context) error {
+	wait := s.o.RefreshEvery
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	for _, m := range s.peers {
+		if !m.dead.Load() {
+			wait = min(wait, time.Duration(m.busyUntil.Load()-now))
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(max(wait, 50*time.Millisecond)):
+	}
+	s.refresh(ctx)
+	return nil
 }

@@ -198,8 +198,16 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		refresh := func(ctx context.Context) ([]string, error) {
 			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
 		}
+		// A chunk every warm peer turned away busy goes to the origin only from the seed (the first
+		// by name of the nodes still wanting the model): one node of a group reads the origin at a
+		// time, as at the start, and the others wait for a slot (docs/fleet.md).
+		gate := func(ctx context.Context) (bool, error) {
+			seed, _, err := Seed(ctx, c, keys[md.Name], cfg.NodeName)
+			return seed == "", err
+		}
 		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
-			RefreshEvery: refreshEvery, MaxPeers: cfg.Peers.MaxPeers, Node: cfg.NodeName, Token: tf.Token, Log: log}
+			RefreshEvery: refreshEvery, OriginGate: gate, BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
+			Node: cfg.NodeName, Token: tf.Token, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }

@@ -57,6 +57,13 @@ type Options struct {
 	Refresh func(ctx context.Context) ([]string, error)
 	// RefreshEvery is the least time between two Refresh calls. Default DefaultRefreshEvery.
 	RefreshEvery time.Duration
+	// OriginGate, when set, says whether this node may read the origin for a chunk every live peer
+	// turned away busy (the daemon's: the seed rule, so one node of a group at a time does); false:
+	// the chunk waits for a slot. Asked at most every RefreshEvery. nil: always.
+	OriginGate func(ctx context.Context) (bool, error)
+	// BusyWait bounds how long a chunk waits for a busy peer's slot before it reads the origin
+	// anyway. Default 10m.
+	BusyWait time.Duration
 	// MaxPeers bounds the usable peers Refresh tops up to. Default 4.
 	MaxPeers int
 	// Node is this node's name, sent to peers (peer.HeaderNode) so each counts it as one downloader.
@@ -81,6 +88,10 @@ type Source struct {
 	found bool
 	peers []*member
 	rmu   sync.Mutex // held while Refresh runs
+	gmu   sync.Mutex // held while OriginGate runs
+	// gate and gateAt are OriginGate's last answer and when it was asked (under gmu).
+	gate   bool
+	gateAt time.Time
 	// looked is when the peers were last looked up (under mu).
 	looked time.Time
 
@@ -141,6 +152,9 @@ func New(opts Options) *Source {
 	}
 	if opts.RefreshEvery <= 0 {
 		opts.RefreshEvery = DefaultRefreshEvery
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = 10 * time.Minute
 	}
 	if opts.MaxPeers <= 0 {
 		opts.MaxPeers = 4
@@ -221,26 +235,10 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	}
 	crc := crc32.New(castagnoli)
 	w = io.MultiWriter(w, crc)
-	var got int64
-	var from *member
-	// A busy peer sent nothing: the next usable peer is asked, then the origin.
-	for m := s.pick(); m != nil; m = s.pick() {
-		var err error
-		got, err = s.fromPeer(ctx, m, name, off, n, w)
-		m.inflight.Add(-1)
-		if s.busy(m, err) {
-			continue
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return got, ctx.Err()
-			}
-			s.drop(m, DropError, err.Error())
-		} else {
-			from = m
-			m.used.Store(true)
-		}
-		break
+	// Every live peer busy: the chunk waits for a slot unless this node may read the origin.
+	got, from, err := s.fromPeers(ctx, name, off, n, w)
+	if err != nil {
+		return got, err
 	}
 	if got < n {
 		rest, err := s.origin(ctx, name, off+got, n-got, w)
@@ -256,6 +254,38 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	s.served[key] = served{peer: from, crc: crc.Sum32()}
 	s.mu.Unlock()
 	return got, nil
+}
+
+// fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
+// is asked. When every live peer is busy it waits for a slot (see busyWait) unless the origin gate
+// lets this node read the origin, or the chunk has waited BusyWait. It returns the bytes written and
+// the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
+func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
+	start := time.Now()
+	for {
+		for m := s.pick(); m != nil; m = s.pick() {
+			got, err := s.fromPeer(ctx, m, name, off, n, w)
+			m.inflight.Add(-1)
+			if s.busy(m, err) {
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return got, nil, ctx.Err()
+				}
+				s.drop(m, DropError, err.Error())
+				return got, nil, nil
+			}
+			m.used.Store(true)
+			return got, m, nil
+		}
+		if !s.live() || time.Since(start) >= s.o.BusyWait || s.originOpen(ctx) {
+			return 0, nil, nil
+		}
+		if err := s.busyWait(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
 }
 
 func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {

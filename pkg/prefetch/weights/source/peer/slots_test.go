@@ -161,3 +161,41 @@ func unlabel(t *testing.T, w *world, n *node) {
 		t.Fatal(err)
 	}
 }
+
+// Two nodes of a group (both labelled cold) and one warm peer with one slot: the first holds the slot;
+// the second, told busy and not the seed of the group, waits for the slot instead of reading the
+// origin, and reads every byte from the peer once the first is done.
+func busyWaits(t *testing.T, w *world) {
+	a := w.warmNode(t, 1, func(c *config.NodeConfig) { c.Peers.ServeSlots = 1; uploadLimit("4Mi")(c) })
+	c, d := w.node(t, 2, nil), w.node(t, 3, nil)
+	c.label(t, w, "cold")
+	d.label(t, w, "cold")
+	var wg sync.WaitGroup
+	var stC prefetch.ModelStatus
+	var errC error
+	wg.Go(func() { stC, errC = c.engine.Fetch(context.Background(), w.model, nil) })
+	peer := c.metrics.Peers.FetchedBytes.WithLabelValues(w.model.Name, "peer")
+	for deadline := time.Now().Add(30 * time.Second); testutil.ToFloat64(peer) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first node read nothing from the peer in 30s")
+		}
+	}
+	stD, errD := d.engine.Fetch(context.Background(), w.model, nil)
+	wg.Wait()
+	if errC != nil || errD != nil {
+		t.Fatalf("fetch: %v, %v", errC, errD)
+	}
+	verified(t, w, c.name, stC)
+	verified(t, w, d.name, stD)
+	bc, bd := from(t, stC), from(t, stD)
+	busy := testutil.ToFloat64(a.metrics.Peers.Refused.WithLabelValues(serve.ReasonBusy))
+	t.Logf("%s: %d from peers, %d from the origin; %s: %d from peers, %d from the origin; %v busy answers",
+		c.name, bc.PeerBytes, bc.OriginBytes, d.name, bd.PeerBytes, bd.OriginBytes, busy)
+	if busy == 0 {
+		t.Error("the peer never answered busy")
+	}
+	if bd.OriginBytes != 0 || bd.PeerBytes != w.size() || len(bd.Dropped) != 0 {
+		t.Errorf("%s read %d bytes from the origin, %d from peers, dropped %v; want all from the peer after waiting", d.name,
+			bd.OriginBytes, bd.PeerBytes, bd.Dropped)
+	}
+}
