@@ -6,9 +6,9 @@
 // The model follows what warmd implements (pkg/peer): a node serves a model once it is warm (its files
 // verified and published), to at most Slots downloaders at once (peers.serveSlots), each peer's upload
 // cap shared equally among them; a cold node holds slots at up to K warm peers (peers.maxPeers) for its
-// whole fetch, reads the origin while it holds none — when peers exist but are busy, or, while no node
-// is warm, as the one seed the others wait for — and moves to peers as slots free up; with Refresh it
-// also finds peers that became warm after it started. The origin's egress cap is shared equally among
+// whole fetch; one that holds none reads the origin only through the gate (the seed rule, one node at
+// a time) and otherwise waits for a slot, and moves to peers as slots free up; with Refresh it also
+// finds peers that became warm after it started. The origin's egress cap is shared equally among
 // the nodes on it. A node that finishes becomes a peer.
 // Piece-level sharing between cold nodes (Dragonfly's) is not what warmd does; its ideal is printed
 // alongside for comparison.
@@ -50,6 +50,11 @@ type policy struct {
 	// Refresh lets a fetch add peers that became warm after it started (warmd: every 5s); without it
 	// a fetch knows only the peers warm at its first chunk.
 	Refresh bool
+	// BusyOrigin sends a node that every peer turned away to the origin at once; false (warmd) holds
+	// it to the gate too (the seed rule: the first by name of the nodes still wanting the model reads
+	// the origin), so the others wait for a slot. The model lets a node without a slot pass the gate;
+	// warmd's seed may be holding a slot, and then no node reads the origin.
+	BusyOrigin bool
 }
 
 // node is one joining node's fetch.
@@ -122,13 +127,13 @@ func simulate(p params, pol policy) result {
 				}
 			}
 		}
-		// A node without a slot reads the origin: at once when it knows busy peers, through the
-		// gate (the seed wait) while no node is warm.
+		// A node without a slot reads the origin: at once when it knows busy peers (BusyOrigin),
+		// else through the gate (the seed wait).
 		for _, n := range nodes {
 			if n.left <= 0 || n.onOrigin || len(n.peers) > 0 {
 				continue
 			}
-			if !pol.Peers || len(n.known) > 0 || pol.Gate == 0 || origin < pol.Gate {
+			if !pol.Peers || (len(n.known) > 0 && pol.BusyOrigin) || pol.Gate == 0 || origin < pol.Gate {
 				n.onOrigin, n.started = true, true
 				origin++
 			}
@@ -194,6 +199,7 @@ func main() {
 	flag.IntVar(&p.K, "k", 4, "peers one cold node draws from at most (peers.maxPeers)")
 	flag.IntVar(&pol.Slots, "slots", 2, "downloaders one peer serves at once (peers.serveSlots, default 2; 0: every one that asks)")
 	flag.IntVar(&pol.Gate, "gate", 1, "nodes fetching from the origin at once while no peer has the model (0: no limit; warmd's seed wait: 1)")
+	flag.BoolVar(&pol.BusyOrigin, "busy-origin", false, "a node every peer turns away reads the origin at once (warmd: no, only the seed does; the others wait for a slot)")
 	flag.BoolVar(&pol.Refresh, "refresh", true, "a fetch adds peers that became warm after it started (warmd: yes, every 5s)")
 	flag.Float64Var(&modelGiB, "model-gib", 140, "model size in GiB (140: a 70B model in bf16)")
 	flag.Float64Var(&nodeGBs, "node-gbs", 2.0, "one node's fetch rate in GB/s (measured: make bench-weights)")
@@ -209,8 +215,8 @@ func main() {
 		os.Exit(2)
 	}
 	pol.Peers = true
-	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v\n\n",
-		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh)
+	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v, busy-origin %v\n\n",
+		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh, pol.BusyOrigin)
 	fmt.Println("| scenario | origin bytes, no peers | origin bytes, peers | origin bytes ÷ model | all warm, no peers | all warm, peers | speedup | piece-sharing ideal (origin, all warm) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	if !*table {
