@@ -61,8 +61,9 @@ func verified(t *testing.T, w *world, who string, st prefetch.ModelStatus) {
 }
 
 // With one serving slot and two nodes fetching at once from the one warm peer, the peer serves one of
-// them; the other is told busy for its chunks and takes them from the origin, without dropping the
-// peer. Both publish the model verified.
+// them; the other is told busy for its chunks and takes them from the origin (neither Node says it
+// wants the model, so neither waits for a seed: the origin gate is open to both), without dropping
+// the peer. Both publish the model verified.
 func busyPeer(t *testing.T, w *world) {
 	// 4 MiB/s: the slot holder's fetch lasts seconds, so the other's chunks arrive while it is held.
 	a := w.warmNode(t, 1, func(c *config.NodeConfig) { c.Peers.ServeSlots = 1; uploadLimit("4Mi")(c) })
