@@ -2,7 +2,8 @@
 // published to other warmd pods, with ranged GETs, so a node group scaling out reads most bytes from its
 // warm peers instead of the origin. It serves only what the weights part reports verified and
 // published (never staging), only to callers the auth package lets through, and never faster in
-// total than the upload cap, so serving does not starve the node's own pods of disk or network.
+// total than the upload cap, so serving does not starve the node's own pods of disk or network, and
+// to a few downloaders at a time (slots.go), so those finish soon and serve in turn.
 package serve
 
 import (

@@ -8,9 +8,11 @@
 // corrupt. Peer loss mid-transfer thus costs only the bytes of its chunks not yet received.
 //
 // A peer that is busy serving other nodes (503 with Retry-After: its serving slots are held) is not a
-// failure: that chunk goes to another peer or the origin and the peer is asked again after
-// Retry-After. While a fetch runs it looks the warm peers up again now and then (Refresh), so nodes
-// that finished meanwhile serve it too: that is how warm nodes double per wave (docs/fleet.md).
+// failure: that chunk goes to another peer and the busy one is asked again after Retry-After. When
+// every peer is busy the chunk goes to the origin if the origin gate lets this node (the daemon's
+// gate is the seed rule: one node of a group at a time), else it waits for a slot. While a fetch runs
+// it looks the warm peers up again now and then (Refresh), so nodes that finished meanwhile serve it
+// too: that is how warm nodes multiply per wave (docs/fleet.md).
 package peer
 
 import (
