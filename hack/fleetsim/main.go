@@ -42,7 +42,7 @@ type policy struct {
 	Peers bool // false: every node fetches from the origin
 	// Slots is how many downloaders one peer serves at once (0: all that ask, sharing its cap; warmd:
 	// peers.serveSlots, default 2). A peer that serves few at a time lets them finish and serve in
-	// turn, so warm nodes double per wave; the nodes it turns away read the origin meanwhile.
+	// turn, so warm nodes double per wave; the nodes it turns away wait or read the origin (BusyOrigin).
 	Slots int
 	// Gate is how many nodes fetch from the origin at once while no node is warm (0: all of them);
 	// warmd's seed wait is 1 (peers.seedWait): one node reads the origin, the others wait for it.
