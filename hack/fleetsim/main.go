@@ -44,8 +44,9 @@ type policy struct {
 	// peers.serveSlots, default 2). A peer that serves few at a time lets them finish and serve in
 	// turn, so warm nodes double per wave; the nodes it turns away wait or read the origin (BusyOrigin).
 	Slots int
-	// Gate is how many nodes fetch from the origin at once while no node is warm (0: all of them);
-	// warmd's seed wait is 1 (peers.seedWait): one node reads the origin, the others wait for it.
+	// Gate is how many nodes without a slot fetch from the origin at once (with BusyOrigin, only
+	// while no node is warm; 0: all of them); warmd's is 1, the seed rule (peers.seedWait): one node
+	// reads the origin, the others wait.
 	Gate int
 	// Refresh lets a fetch add peers that became warm after it started (warmd: every 5s); without it
 	// a fetch knows only the peers warm at its first chunk.
