@@ -161,6 +161,12 @@ func (t *TokenFile) Token() (string, error) {
 // refreshEvery is Options.RefreshEvery for the daemon's fetches (a variable for tests).
 var refreshEvery = DefaultRefreshEvery
 
+// busyGrace is how long the daemon's chunks wait for a busy peer's slot before the seed may read
+// them from the origin: a tenth of the seed wait, at most 30s. In a fleet whose downloads take
+// minutes it costs little; where they take seconds (a small model, a fast network) slots free
+// before it ends and the origin is not read at all.
+func busyGrace(seedWait time.Duration) time.Duration { return min(seedWait/10, 30*time.Second) }
+
 // maxFound bounds the warm peers one lookup during a fetch returns.
 const maxFound = 1024
 
@@ -198,15 +204,15 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		refresh := func(ctx context.Context) ([]string, error) {
 			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
 		}
-		// A chunk every warm peer turned away busy goes to the origin only from the seed (the first
-		// by name of the nodes still wanting the model): one node of a group reads the origin at a
-		// time, as at the start, and the others wait for a slot (docs/fleet.md).
+		// A chunk every warm peer turned away busy waits for a slot; after busyGrace it goes to the
+		// origin if this node is the seed (the first by name of the nodes still wanting the model):
+		// one node of a group reads the origin at a time, as at the start (docs/fleet.md).
 		gate := func(ctx context.Context) (bool, error) {
 			seed, _, err := Seed(ctx, c, keys[md.Name], cfg.NodeName)
 			return seed == "", err
 		}
 		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
-			RefreshEvery: refreshEvery, OriginGate: gate, BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
+			RefreshEvery: refreshEvery, OriginGate: gate, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
 			Node: cfg.NodeName, Token: tf.Token, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }

@@ -63,6 +63,10 @@ type Options struct {
 	// turned away busy (the daemon's: the seed rule, so one node of a group at a time does); false:
 	// the chunk waits for a slot. Asked at most every RefreshEvery. nil: always.
 	OriginGate func(ctx context.Context) (bool, error)
+	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate: slots free within
+	// seconds when downloads are short, and a chunk sent to a slow origin then costs more than the
+	// wait. Default 0 (ask at once).
+	BusyGrace time.Duration
 	// BusyWait bounds how long a chunk waits for a busy peer's slot before it reads the origin
 	// anyway. Default 10m.
 	BusyWait time.Duration
@@ -259,8 +263,8 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 }
 
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
-// is asked. When every live peer is busy it waits for a slot (see busyWait) unless the origin gate
-// lets this node read the origin, or the chunk has waited BusyWait. It returns the bytes written and
+// is asked. When every live peer is busy it waits for a slot (see busyWait) until it has waited
+// BusyGrace and the origin gate lets this node read the origin, or it has waited BusyWait. It returns the bytes written and
 // the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
@@ -281,7 +285,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 			m.used.Store(true)
 			return got, m, nil
 		}
-		if !s.live() || time.Since(start) >= s.o.BusyWait || s.originOpen(ctx) {
+		if waited := time.Since(start); !s.live() || waited >= s.o.BusyWait || (waited >= s.o.BusyGrace && s.originOpen(ctx)) {
 			return 0, nil, nil
 		}
 		if err := s.busyWait(ctx); err != nil {
