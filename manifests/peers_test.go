@@ -15,14 +15,14 @@ import (
 // NodeConfig (which loads), a projected token for the audience where tokenFile points, RBAC to create
 // tokenreviews, and the port as a hostPort (peers dial the Node's InternalIP). Off, none of it renders.
 func TestChartPeers(t *testing.T) {
-	docs := render(t, "peers.enabled=true", "peers.port=9555", "peers.uploadLimit=1Gi")
+	docs := render(t, "peers.enabled=true", "peers.port=9555", "peers.uploadLimit=1Gi", "peers.serveSlots=3")
 	cm := typed[corev1.ConfigMap](t, docs, "ConfigMap", "warmd-config")
 	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
 	if err != nil {
 		t.Fatalf("the chart's NodeConfig does not load: %v", err)
 	}
 	p := cfg.Peers
-	if !p.Enabled || p.Listen != ":9555" || p.ServiceAccount != "warmd/warmd" || p.UploadLimit.String() != "1Gi" || p.Audience != "warmd.io/peer" {
+	if !p.Enabled || p.Listen != ":9555" || p.ServiceAccount != "warmd/warmd" || p.UploadLimit.String() != "1Gi" || p.ServeSlots != 3 || p.Audience != "warmd.io/peer" {
 		t.Errorf("peers config %+v", p)
 	}
 	pod := typed[appsv1.DaemonSet](t, docs, "DaemonSet", "warmd").Spec.Template.Spec

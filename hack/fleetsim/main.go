@@ -4,9 +4,12 @@
 // a node's fetch rate, make bench-fleet for a peer's serving rate); docs/fleet.md prints its table.
 //
 // The model follows what warmd implements (pkg/peer): a node serves a model once it is warm (its files
-// verified and published); a cold node draws from up to K warm peers, each peer's upload cap shared
-// equally among the cold nodes drawing on it, and goes to the origin only when no peer holds the model;
-// the origin's egress cap is shared equally among the nodes on it. A node that finishes becomes a peer.
+// verified and published), to at most Slots downloaders at once (peers.serveSlots), each peer's upload
+// cap shared equally among them; a cold node holds slots at up to K warm peers (peers.maxPeers) for its
+// whole fetch; one that holds none reads the origin only through the gate (the seed rule, one node at
+// a time) and otherwise waits for a slot, and moves to peers as slots free up; with Refresh it also
+// finds peers that became warm after it started. The origin's egress cap is shared equally among
+// the nodes on it. A node that finishes becomes a peer.
 // Piece-level sharing between cold nodes (Dragonfly's) is not what warmd does; its ideal is printed
 // alongside for comparison.
 package main
@@ -37,23 +40,31 @@ type result struct {
 // policy is how joining nodes use peers and the origin.
 type policy struct {
 	Peers bool // false: every node fetches from the origin
-	// Slots is how many downloaders one peer serves at once (0: all that ask, sharing its cap). A
-	// peer that serves few at a time lets them finish and serve in turn, so warm nodes double per wave.
+	// Slots is how many downloaders one peer serves at once (0: all that ask, sharing its cap; warmd:
+	// peers.serveSlots, default 2). A peer that serves few at a time lets them finish and serve in
+	// turn, so warm nodes double per wave; the nodes it turns away wait or read the origin (BusyOrigin).
 	Slots int
-	// Gate is how many nodes fetch from the origin at once while they have no peer (0: all of them);
-	// warmd's seed wait is 1 (peers.seedWait): one node reads the origin, the others wait for it.
+	// Gate is how many nodes without a slot fetch from the origin at once (with BusyOrigin, only
+	// while no node is warm; 0: all of them); warmd's is 1, the seed rule (peers.seedWait): one node
+	// reads the origin, the others wait.
 	Gate int
-	// Refresh lets a fetch add peers that became warm after it started; warmd looks its peers up once,
-	// at the fetch's first chunk.
+	// Refresh lets a fetch add peers that became warm after it started (warmd: every 5s); without it
+	// a fetch knows only the peers warm at its first chunk.
 	Refresh bool
+	// BusyOrigin sends a node that every peer turned away to the origin at once; false (warmd) holds
+	// it to the gate too (the seed rule: the first by name of the nodes still wanting the model reads
+	// the origin), so the others wait for a slot. The model lets a node without a slot pass the gate;
+	// warmd's seed may be holding a slot, and then no node reads the origin.
+	BusyOrigin bool
 }
 
 // node is one joining node's fetch.
 type node struct {
 	left     float64 // bytes still needed
 	peers    []int   // the peers whose slots it holds
+	known    []int   // the warm peers it knows (without Refresh, those of its first look)
 	onOrigin bool
-	looked   bool // it has looked its peers up (without Refresh, only once)
+	started  bool // it has looked its peers up and begun (without Refresh, it never looks again)
 }
 
 // simulate runs the fluid model in steps of dt seconds.
@@ -83,14 +94,22 @@ func simulate(p params, pol policy) result {
 			r.AllWarm = math.Inf(1)
 			return r
 		}
-		// Nodes without a peer take free slots (least busy peers first), else the origin if the gate lets them.
+		// Nodes look their peers up (once, or always with Refresh) and take free slots at the least
+		// busy ones they know; one that holds a slot reads only peers.
 		for _, n := range nodes {
-			if n.left <= 0 || !pol.Peers || len(n.peers) >= p.K || (n.looked && !pol.Refresh) || n.onOrigin {
+			if n.left <= 0 || !pol.Peers {
 				continue
+			}
+			if !n.started || pol.Refresh {
+				n.known = n.known[:0]
+				for j := range active {
+					n.known = append(n.known, j)
+				}
 			}
 			for len(n.peers) < p.K {
 				best := -1
-				for j, a := range active {
+				for _, j := range n.known {
+					a := active[j]
 					if (pol.Slots == 0 || a < pol.Slots) && !contains(n.peers, j) && (best < 0 || a < active[best]) {
 						best = j
 					}
@@ -101,11 +120,22 @@ func simulate(p params, pol policy) result {
 				active[best]++
 				n.peers = append(n.peers, best)
 			}
-			n.looked = len(n.peers) > 0
+			if len(n.peers) > 0 {
+				n.started = true
+				if n.onOrigin {
+					n.onOrigin = false
+					origin--
+				}
+			}
 		}
+		// A node without a slot reads the origin: at once when it knows busy peers (BusyOrigin),
+		// else through the gate (the seed wait).
 		for _, n := range nodes {
-			if n.left > 0 && !n.onOrigin && len(n.peers) == 0 && (!pol.Peers || pol.Gate == 0 || origin < pol.Gate) {
-				n.onOrigin = true
+			if n.left <= 0 || n.onOrigin || len(n.peers) > 0 {
+				continue
+			}
+			if !pol.Peers || (len(n.known) > 0 && pol.BusyOrigin) || pol.Gate == 0 || origin < pol.Gate {
+				n.onOrigin, n.started = true, true
 				origin++
 			}
 		}
@@ -168,9 +198,10 @@ func main() {
 	flag.IntVar(&p.ScaleOut, "scale-out", 100, "nodes joining at once")
 	flag.IntVar(&p.Warm, "warm", 8, "nodes already warm with the model when the scale-out starts (0: a new model)")
 	flag.IntVar(&p.K, "k", 4, "peers one cold node draws from at most (peers.maxPeers)")
-	flag.IntVar(&pol.Slots, "slots", 0, "downloaders one peer serves at once (0: every one that asks, as warmd does)")
+	flag.IntVar(&pol.Slots, "slots", 2, "downloaders one peer serves at once (peers.serveSlots, default 2; 0: every one that asks)")
 	flag.IntVar(&pol.Gate, "gate", 1, "nodes fetching from the origin at once while no peer has the model (0: no limit; warmd's seed wait: 1)")
-	flag.BoolVar(&pol.Refresh, "refresh", false, "a fetch adds peers that became warm after it started (warmd: no)")
+	flag.BoolVar(&pol.BusyOrigin, "busy-origin", false, "a node every peer turns away reads the origin at once (warmd: no, only the seed does; the others wait for a slot)")
+	flag.BoolVar(&pol.Refresh, "refresh", true, "a fetch adds peers that became warm after it started (warmd: yes, every 5s)")
 	flag.Float64Var(&modelGiB, "model-gib", 140, "model size in GiB (140: a 70B model in bf16)")
 	flag.Float64Var(&nodeGBs, "node-gbs", 2.0, "one node's fetch rate in GB/s (measured: make bench-weights)")
 	flag.Float64Var(&originGBs, "origin-gbs", 1.25, "the origin's egress cap in GB/s (10 Gb/s)")
@@ -185,8 +216,8 @@ func main() {
 		os.Exit(2)
 	}
 	pol.Peers = true
-	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v\n\n",
-		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh)
+	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v, busy-origin %v\n\n",
+		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh, pol.BusyOrigin)
 	fmt.Println("| scenario | origin bytes, no peers | origin bytes, peers | origin bytes ÷ model | all warm, no peers | all warm, peers | speedup | piece-sharing ideal (origin, all warm) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	if !*table {

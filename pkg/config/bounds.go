@@ -56,6 +56,8 @@ var (
 			"a share of the memory free at the start; above 90% a pre-warm evicts what running pods need"},
 		"peers.maxPeers": {"peers.maxPeers", "Peers.MaxPeers", 1, 64,
 			"each peer holds connections and a share of the fetch; past 64 a peer's share is too small to pay its setup"},
+		"peers.serveSlots": {"peers.serveSlots", "Peers.ServeSlots", 1, 1024,
+			"downloaders one node serves at once, sharing its upload cap; past 1024 each gets too little to finish"},
 		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
 			"the GPUs one vLLM instance spans"},
 	}

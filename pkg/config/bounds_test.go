@@ -55,6 +55,7 @@ func TestIntBounds(t *testing.T) {
 		"prewarm.memAvailablePercent": func(c *NodeConfig, v int) { c.Prewarm.MemAvailablePercent = v },
 		"tensorParallelSize":          func(c *NodeConfig, v int) { c.Models[0].TensorParallelSize = v },
 		"peers.maxPeers":              func(c *NodeConfig, v int) { c.Peers.MaxPeers = v },
+		"peers.serveSlots":            func(c *NodeConfig, v int) { c.Peers.ServeSlots = v },
 	}
 	at := map[string]string{"tensorParallelSize": "models[0].tensorParallelSize"}
 	for key, b := range intBounds {
@@ -272,7 +273,7 @@ func TestBoundsDocumented(t *testing.T) {
 func TestPeersValidation(t *testing.T) {
 	c := valid(t)
 	if c.Peers.Enabled || c.Peers.Listen != DefaultPeerListen || c.Peers.Audience != DefaultPeerAudience ||
-		c.Peers.MaxPeers != 4 || c.Peers.UploadLimit.String() != "256Mi" || c.Peers.PeerUsername() != "system:serviceaccount:warmd:warmd" {
+		c.Peers.MaxPeers != 4 || c.Peers.ServeSlots != 2 || c.Peers.UploadLimit.String() != "256Mi" || c.Peers.PeerUsername() != "system:serviceaccount:warmd:warmd" {
 		t.Fatalf("defaults: %+v", c.Peers)
 	}
 	for _, tc := range []struct {

@@ -23,6 +23,9 @@ const (
 	// while 8 warm peers still give a cold node about 2 GiB/s.
 	DefaultPeerUploadLimit = "256Mi"
 	DefaultMaxPeers        = 4
+	// DefaultServeSlots is 2: a node serves two downloaders at once at half its cap each, so they
+	// finish (and serve in turn) soon, while a single slow downloader does not leave the cap idle.
+	DefaultServeSlots = 2
 )
 
 // Peers configures fleet peer distribution: a warm node serves the weights it verified and published
@@ -56,6 +59,11 @@ type Peers struct {
 	UploadLimit resource.Quantity `json:"uploadLimit,omitempty"`
 	// MaxPeers is K, the warm peers one model fetch reads from in parallel. Default 4. Range: 1..64.
 	MaxPeers int `json:"maxPeers,omitempty"`
+	// ServeSlots is how many downloaders (nodes) this node serves at once; the others are answered
+	// 503 with Retry-After and take those chunks from another peer or the origin. Sharing the upload
+	// cap among every node that asks makes all of them slow; serving a few lets them finish and serve
+	// in turn, so warm nodes double per wave (docs/fleet.md). Default 2. Range: 1..1024.
+	ServeSlots int `json:"serveSlots,omitempty"`
 	// SeedWait bounds how long a node that finds no warm peer waits while another node that wants the
 	// model and sorts before it by name (the seed) fetches it from the origin. Without the wait, a node
 	// group that starts together would all read the origin at once, which is what peers are for
@@ -74,6 +82,7 @@ func (c *NodeConfig) defaultPeers() {
 		p.UploadLimit = resource.MustParse(DefaultPeerUploadLimit)
 	}
 	setInt(&p.MaxPeers, DefaultMaxPeers)
+	setInt(&p.ServeSlots, DefaultServeSlots)
 	setDur(&p.SeedWait, 10*time.Minute)
 }
 
@@ -99,6 +108,7 @@ func (c *NodeConfig) validatePeers(p *problems) {
 	}
 	p.qtyIn("peers.uploadLimit", pc.UploadLimit)
 	p.intIn("peers.maxPeers", pc.MaxPeers, "")
+	p.intIn("peers.serveSlots", pc.ServeSlots, "")
 	p.durIn("peers.seedWait", pc.SeedWait.Duration)
 	if pc.Enabled && c.Readiness.Disabled {
 		p.add("peers.enabled", "needs the API server, but readiness is disabled",

@@ -9,7 +9,7 @@ type Peers struct {
 	// ServedBytes counts bytes of published weights and kept compile-cache bundles this node sent to peers.
 	ServedBytes prometheus.Counter
 	// Refused counts peer requests refused, by reason (unauthenticated, forbidden, bad_request,
-	// not_found, review_error).
+	// not_found, review_error, busy: every serving slot held by other downloaders).
 	Refused *prometheus.CounterVec
 	// FetchedBytes counts bytes this node's downloads received, by model ("compile-cache" for bundle
 	// restores) and from (peer, origin).
@@ -25,7 +25,7 @@ func newPeers(reg prometheus.Registerer) *Peers {
 			Name: "warmd_peer_served_bytes_total", Help: "Bytes of verified, published weights and kept compile-cache bundles served to other warmd peers.",
 		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmd_peer_refused_requests_total", Help: "Peer requests refused, by reason (unauthenticated, forbidden, bad_request, not_found, review_error).",
+			Name: "warmd_peer_refused_requests_total", Help: "Peer requests refused, by reason (unauthenticated, forbidden, bad_request, not_found, review_error, busy).",
 		}, []string{"reason"}),
 		FetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmd_peer_fetched_bytes_total", Help: "Bytes of weights downloads by model, and of compile-cache bundle restores (model=\"compile-cache\"), by where they came from (peer, origin).",

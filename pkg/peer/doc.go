@@ -34,3 +34,9 @@ func BundleURL(base, sha string) string { return base + BundlePath + sha }
 // HeaderSize carries the size of the file the peer holds, so a fetcher can refuse a peer whose copy
 // differs from the origin's identity before reading a byte of it.
 const HeaderSize = "X-Warmd-Size"
+
+// HeaderNode carries the fetching node's name, so a serving node counts one downloader per node even
+// when several nodes reach it from one address (SNAT, or loopback in tests). It is only a hint among
+// callers the token check already let through: the serving slots it keys are a fairness aid between
+// warmd pods, not a security boundary (the upload cap is).
+const HeaderNode = "X-Warmd-Node"

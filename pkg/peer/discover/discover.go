@@ -26,9 +26,10 @@ import (
 
 // Peers returns the base URLs (http://InternalIP:port) of up to k nodes other than self that the label
 // selector sel matches and keep (nil: all) accepts, in random order so a node group spreads its load
-// over every warm node rather than the first k.
-func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, k int, keep func(*corev1.Node) bool) ([]string, error) {
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
+// over every warm node rather than the first k. rv is the list's resourceVersion: "" a consistent read,
+// "0" the API server's watch cache (for lookups repeated during a fetch, no etcd read).
+func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, k int, rv string, keep func(*corev1.Node) bool) ([]string, error) {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
 	if err != nil {
 		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
 	}
@@ -53,7 +54,7 @@ func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, 
 // digest, so a wrong claim costs a request, never a wrong file.
 func CompileCache(ctx context.Context, c kubernetes.Interface, sku, self, port string, k int) ([]string, error) {
 	sel := nvml.LabelSKU + "=" + nodelabels.Value(sku)
-	return Peers(ctx, c, sel, self, port, k, func(n *corev1.Node) bool {
+	return Peers(ctx, c, sel, self, port, k, "", func(n *corev1.Node) bool {
 		for key, v := range n.Labels {
 			if strings.HasPrefix(key, model.LabelPrefix) && v == "warm" {
 				return true

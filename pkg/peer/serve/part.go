@@ -85,7 +85,8 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 		m = metrics.New(prometheus.NewRegistry()).Peers
 	}
 	store := d.Store
-	h := New(Options{Auth: opts.Auth, Root: root, Bundles: bundles, UploadLimit: cfg.Peers.UploadLimit.Value(), Metrics: m,
+	h := New(Options{Auth: opts.Auth, Root: root, Bundles: bundles, UploadLimit: cfg.Peers.UploadLimit.Value(),
+		ServeSlots: cfg.Peers.ServeSlots, Metrics: m,
 		Log: log.With("part", "peers"), Published: func(model, revision string) bool { return published(store, model, revision) }})
 	return &Part{log: log.With("part", "peers"), addr: cfg.Peers.Listen, handler: h, root: root, bundles: bundles,
 		ready: errors.New("peer server not listening yet")}, nil

@@ -2,7 +2,8 @@
 // published to other warmd pods, with ranged GETs, so a node group scaling out reads most bytes from its
 // warm peers instead of the origin. It serves only what the weights part reports verified and
 // published (never staging), only to callers the auth package lets through, and never faster in
-// total than the upload cap, so serving does not starve the node's own pods of disk or network.
+// total than the upload cap, so serving does not starve the node's own pods of disk or network, and
+// to a few downloaders at a time (slots.go), so those finish soon and serve in turn.
 package serve
 
 import (
@@ -54,6 +55,10 @@ type Options struct {
 	Bundles *fsroot.Root
 	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
 	UploadLimit int64
+	// ServeSlots bounds the downloaders (nodes) served at once (see slots); <= 0: no limit.
+	ServeSlots int
+	// SlotIdle is how long a downloader keeps its slot after its last request. Default DefaultSlotIdle.
+	SlotIdle time.Duration
 	// Metrics counts served bytes and refusals; nil: counted nowhere.
 	Metrics *metrics.Peers
 	Log     *slog.Logger
@@ -64,6 +69,7 @@ type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
 	piece   int
+	slots   *slots
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -73,7 +79,7 @@ func New(opts Options) *Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, piece: 256 << 10}
+	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle)}
 	if opts.UploadLimit > 0 {
 		// The burst is one write piece: a response never runs ahead of the cap by more than 256 KiB.
 		h.piece = int(min(int64(h.piece), max(opts.UploadLimit/8, 32<<10)))
@@ -162,6 +168,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fh.Close()
+	if r.Method == http.MethodGet { // a HEAD sends no body: it takes no slot
+		who := downloader(r)
+		if !h.slots.acquire(who) {
+			h.busy(w)
+			return
+		}
+		defer h.slots.release(who)
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(peer.HeaderSize, strconv.FormatInt(blob.Size, 10))
 	// ServeContent answers Range (and HEAD) itself; the zero modtime keeps it from adding validators.

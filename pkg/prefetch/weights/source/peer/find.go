@@ -27,8 +27,15 @@ var WarmValues = []string{"warm", "weights"}
 // labelKey says they hold the model's weights verified, in random order so a node group spreads its
 // load over every warm node rather than the first k.
 func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
+	return find(ctx, c, labelKey, self, port, k, "")
+}
+
+// find is Find reading the Nodes at resourceVersion rv: "" is a consistent read (the first look, which
+// decides whether to wait for a seed); "0" is served from the API server's watch cache, which is what
+// the lookups repeated during a fetch use, so they cost the API server no etcd read.
+func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, rv string) ([]string, error) {
 	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
-	return discover.Peers(ctx, c, sel, self, port, k, nil)
+	return discover.Peers(ctx, c, sel, self, port, k, rv, nil)
 }
 
 // ColdValues are the label values of a node that wants the model and is getting it (not warm, not
@@ -96,6 +103,18 @@ func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, por
 // cache's restore, see discover.TokenFile).
 type TokenFile = discover.TokenFile
 
+// refreshEvery is Options.RefreshEvery for the daemon's fetches (a variable for tests).
+var refreshEvery = DefaultRefreshEvery
+
+// busyGrace is how long the daemon's chunks wait for a busy peer's slot before the seed may read
+// them from the origin: a tenth of the seed wait, at most 30s. In a fleet whose downloads take
+// minutes it costs little; where they take seconds (a small model, a fast network) slots free
+// before it ends and the origin is not read at all.
+func busyGrace(seedWait time.Duration) time.Duration { return min(seedWait/10, 30*time.Second) }
+
+// maxFound bounds the warm peers one lookup during a fetch returns.
+const maxFound = 1024
+
 // Wrap returns an opener that puts the peers of each model in front of the source open returns, for
 // the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With
 // peers off it returns open.
@@ -125,7 +144,21 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		discover := func(ctx context.Context) ([]string, error) {
 			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
 		}
-		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Token: tf.Token, Log: log}
+		// During the fetch, every warm peer is a candidate (in random order); the source adds the new
+		// ones it can use.
+		refresh := func(ctx context.Context) ([]string, error) {
+			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
+		}
+		// A chunk every warm peer turned away busy waits for a slot; after busyGrace it goes to the
+		// origin if this node is the seed (the first by name of the nodes still wanting the model):
+		// one node of a group reads the origin at a time, as at the start (docs/fleet.md).
+		gate := func(ctx context.Context) (bool, error) {
+			seed, _, err := Seed(ctx, c, keys[md.Name], cfg.NodeName)
+			return seed == "", err
+		}
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
+			RefreshEvery: refreshEvery, OriginGate: gate, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
+			Node: cfg.NodeName, Token: tf.Token, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }

@@ -6,6 +6,13 @@
 // the origin where the peer stopped; a chunk the engine asks for again (its file failed verification)
 // comes from the origin, and when its bytes differ from what a peer gave, that peer is dropped as
 // corrupt. Peer loss mid-transfer thus costs only the bytes of its chunks not yet received.
+//
+// A peer that is busy serving other nodes (503 with Retry-After: its serving slots are held) is not a
+// failure: that chunk goes to another peer and the busy one is asked again after Retry-After. When
+// every peer is busy the chunk goes to the origin if the origin gate lets this node (the daemon's
+// gate is the seed rule: one node of a group at a time), else it waits for a slot. While a fetch runs
+// it looks the warm peers up again now and then (Refresh), so nodes that finished meanwhile serve it
+// too: that is how warm nodes multiply per wave (docs/fleet.md).
 package peer
 
 import (
@@ -16,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +53,27 @@ type Options struct {
 	// Discover, when set, finds the peers at the first GetRange instead (it may wait for a seed): a
 	// model that is already published never asks, and never waits.
 	Discover func(ctx context.Context) ([]string, error)
+	// Refresh, when set, looks the warm peers up again during the fetch (at a chunk, when the last
+	// look is older than RefreshEvery); peers not known yet are added while fewer than MaxPeers usable
+	// (not dropped, not busy) ones remain.
+	Refresh func(ctx context.Context) ([]string, error)
+	// RefreshEvery is the least time between two Refresh calls. Default DefaultRefreshEvery.
+	RefreshEvery time.Duration
+	// OriginGate, when set, says whether this node may read the origin for a chunk every live peer
+	// turned away busy (the daemon's: the seed rule, so one node of a group at a time does); false:
+	// the chunk waits for a slot. Asked at most every RefreshEvery. nil: always.
+	OriginGate func(ctx context.Context) (bool, error)
+	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate: slots free within
+	// seconds when downloads are short, and a chunk sent to a slow origin then costs more than the
+	// wait. Default 0 (ask at once).
+	BusyGrace time.Duration
+	// BusyWait bounds how long a chunk waits for a busy peer's slot before it reads the origin
+	// anyway. Default 10m.
+	BusyWait time.Duration
+	// MaxPeers bounds the usable peers Refresh tops up to. Default 4.
+	MaxPeers int
+	// Node is this node's name, sent to peers (peer.HeaderNode) so each counts it as one downloader.
+	Node string
 	// Token returns the bearer token presented to peers (the projected ServiceAccount token).
 	Token func() (string, error)
 	// Client makes the peer requests; nil: a client with a 10s response-header timeout.
@@ -66,6 +93,13 @@ type Source struct {
 	dmu   sync.Mutex // held while Discover runs
 	found bool
 	peers []*member
+	rmu   sync.Mutex // held while Refresh runs
+	gmu   sync.Mutex // held while OriginGate runs
+	// gate and gateAt are OriginGate's last answer and when it was asked (under gmu).
+	gate   bool
+	gateAt time.Time
+	// looked is when the peers were last looked up (under mu).
+	looked time.Time
 
 	mu      sync.Mutex
 	sizes   map[string]int64    // the origin's size of each file asked for
@@ -83,6 +117,8 @@ type member struct {
 	dead     atomic.Bool
 	corrupt  atomic.Bool
 	used     atomic.Bool
+	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
+	busyUntil atomic.Int64
 }
 
 type rangeKey struct {
@@ -120,48 +156,20 @@ func New(opts Options) *Source {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.RefreshEvery <= 0 {
+		opts.RefreshEvery = DefaultRefreshEvery
+	}
+	if opts.BusyWait <= 0 {
+		opts.BusyWait = 10 * time.Minute
+	}
+	if opts.MaxPeers <= 0 {
+		opts.MaxPeers = 4
+	}
 	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}}
 	if opts.Discover == nil {
 		s.setPeers(opts.Peers)
 	}
 	return s
-}
-
-func (s *Source) setPeers(bases []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.found = true
-	for _, b := range bases {
-		host := b
-		if u, err := url.Parse(b); err == nil {
-			host = u.Host
-		}
-		s.peers = append(s.peers, &member{base: strings.TrimSuffix(b, "/"), host: host})
-	}
-}
-
-// discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
-func (s *Source) discover(ctx context.Context) error {
-	s.dmu.Lock()
-	defer s.dmu.Unlock()
-	s.mu.Lock()
-	found := s.found
-	s.mu.Unlock()
-	if found {
-		return nil
-	}
-	peers, err := s.o.Discover(ctx)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil { // the origin alone then
-		s.o.Log.Warn("no peers for this download; reading the origin", "model", s.o.Model, "err", err)
-	}
-	if len(peers) > 0 {
-		s.o.Log.Info("downloading with peers", "model", s.o.Model, "peers", peers)
-	}
-	s.setPeers(peers)
-	return nil
 }
 
 // String is the origin's: the journal and the published record name the origin, so a download resumes
@@ -218,6 +226,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	if err := s.discover(ctx); err != nil {
 		return 0, err
 	}
+	s.refresh(ctx)
 	key := rangeKey{name.String(), off}
 	s.mu.Lock()
 	prev, again := s.served[key]
@@ -232,21 +241,10 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	}
 	crc := crc32.New(castagnoli)
 	w = io.MultiWriter(w, crc)
-	var got int64
-	var from *member
-	if m := s.pick(); m != nil {
-		var err error
-		got, err = s.fromPeer(ctx, m, name, off, n, w)
-		m.inflight.Add(-1)
-		if err != nil {
-			if ctx.Err() != nil {
-				return got, ctx.Err()
-			}
-			s.drop(m, DropError, err.Error())
-		} else {
-			from = m
-			m.used.Store(true)
-		}
+	// Every live peer busy: the chunk waits for a slot unless this node may read the origin.
+	got, from, err := s.fromPeers(ctx, name, off, n, w)
+	if err != nil {
+		return got, err
 	}
 	if got < n {
 		rest, err := s.origin(ctx, name, off+got, n-got, w)
@@ -264,49 +262,43 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	return got, nil
 }
 
+// fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
+// is asked. When every live peer is busy it waits for a slot (see busyWait) until it has waited
+// BusyGrace and the origin gate lets this node read the origin, or it has waited BusyWait. It returns the bytes written and
+// the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
+func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
+	start := time.Now()
+	for {
+		for m := s.pick(); m != nil; m = s.pick() {
+			got, err := s.fromPeer(ctx, m, name, off, n, w)
+			m.inflight.Add(-1)
+			if s.busy(m, err) {
+				continue
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return got, nil, ctx.Err()
+				}
+				s.drop(m, DropError, err.Error())
+				return got, nil, nil
+			}
+			m.used.Store(true)
+			return got, m, nil
+		}
+		if waited := time.Since(start); !s.live() || waited >= s.o.BusyWait || (waited >= s.o.BusyGrace && s.originOpen(ctx)) {
+			return 0, nil, nil
+		}
+		if err := s.busyWait(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
 func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
 	got, err := s.o.Origin.GetRange(ctx, name, off, n, w)
 	s.originBytes.Add(got)
 	s.o.OnBytes("origin", got)
 	return got, err
-}
-
-// pick returns the live peer with the fewest requests in flight (ties in turn), its count raised; nil
-// when every peer is dropped.
-func (s *Source) pick() *member {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var best *member
-	for i := range s.peers {
-		m := s.peers[(s.next+i)%len(s.peers)]
-		if m.dead.Load() {
-			continue
-		}
-		if best == nil || m.inflight.Load() < best.inflight.Load() {
-			best = m
-		}
-	}
-	if best != nil {
-		best.inflight.Add(1)
-		s.next++
-	}
-	return best
-}
-
-func (s *Source) drop(m *member, reason, why string) {
-	if reason == DropCorrupt {
-		if m.corrupt.Swap(true) {
-			return // counted once per peer
-		}
-		m.dead.Store(true)
-	} else if m.dead.Swap(true) {
-		return
-	}
-	s.mu.Lock()
-	s.dropped = append(s.dropped, m.host+": "+reason)
-	s.mu.Unlock()
-	s.o.OnDrop(m.host, reason)
-	s.o.Log.Warn("peer dropped from this download; the origin takes its chunks", "model", s.o.Model, "peer", m.host, "reason", reason, "why", why)
 }
 
 // errPeer marks a peer's answer that is not the requested range of the origin's file.
@@ -332,6 +324,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if s.o.Node != "" {
+		req.Header.Set(peer.HeaderNode, s.o.Node)
+	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	stall := time.AfterFunc(s.o.Stall, cancel)
 	defer stall.Stop()
@@ -340,6 +335,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if after, ok := busyAnswer(resp); ok {
+		return 0, &busyError{after: after}
+	}
 	if resp.StatusCode != http.StatusPartialContent {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 		return 0, fmt.Errorf("%w: %s: %s", errPeer, resp.Status, strings.TrimSpace(string(msg)))

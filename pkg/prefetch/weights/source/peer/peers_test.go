@@ -31,6 +31,9 @@ func TestPeers(t *testing.T) {
 	t.Run("only warmd's token for the peer audience reads", func(t *testing.T) { refusals(t, w.scenario("auth")) })
 	t.Run("the upload cap holds", func(t *testing.T) { uploadCap(t, w.scenario("capped")) })
 	t.Run("a node group waits for its seed", func(t *testing.T) { waitsForSeed(t, w.scenario("seed")) })
+	t.Run("a busy peer sends a second downloader elsewhere", func(t *testing.T) { busyPeer(t, w.scenario("busy")) })
+	t.Run("a peer warm during a fetch is used by it", func(t *testing.T) { warmDuringFetch(t, w.scenario("refresh")) })
+	t.Run("only the seed reads the origin while peers are busy", func(t *testing.T) { busyWaits(t, w.scenario("gate")) })
 }
 
 func from(t *testing.T, st prefetch.ModelStatus) prefetch.ByteSources {

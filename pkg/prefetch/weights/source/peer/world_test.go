@@ -50,6 +50,9 @@ type world struct {
 	port   string
 	token  string // a file holding warmd's own token for the peer audience
 	prefix string // of the Node names of one scenario
+	// originDelay, when set, holds every origin GetRange of the nodes made after it is set this long
+	// (a slow origin, so a fetch lasts long enough for something to happen during it).
+	originDelay time.Duration
 }
 
 // scenario is w for one subtest: its own model name (so its own Node label) and Node names, the
@@ -125,6 +128,9 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 		t.Fatal(err)
 	}
 	open := weights.SourceOpener(func(context.Context) (objstore.Store, error) { return w.origin, nil })
+	if w.originDelay > 0 {
+		open = delayed(open, w.originDelay)
+	}
 	e, err := weights.New(weights.Options{DataDir: n.cfg.DataDir, ChunkSize: chunk, Concurrency: 4,
 		Open: peersrc.Wrap(open, w.kube.Client, n.cfg, n.metrics.Peers, nil)})
 	if err != nil {

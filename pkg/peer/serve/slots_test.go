@@ -1,0 +1,69 @@
+package serve_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/serve"
+)
+
+// With one slot, a second node (same address, its own name) is told busy — 503, Retry-After,
+// counted — until the first has been idle for the idle time; the first's further requests pass, and a
+// HEAD takes no slot.
+func TestServeSlots(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry()).Peers
+	h := serve.New(serve.Options{Auth: allow{}, Root: cache(t), Metrics: m, ServeSlots: 1, SlotIdle: 300 * time.Millisecond,
+		Published: func(string, string) bool { return true }})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	u := peer.WeightsURL(srv.URL, "org/m", "r1", "sub/w.bin")
+	do := func(method, node string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, u, nil)
+		req.Header.Set("Authorization", "Bearer ok")
+		req.Header.Set(peer.HeaderNode, node)
+		req.Header.Set("Range", "bytes=0-3")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	t0 := time.Now()
+	if r := do(http.MethodGet, "node-a"); r.StatusCode != http.StatusPartialContent {
+		t.Fatalf("first downloader: %s", r.Status)
+	}
+	r := do(http.MethodGet, "node-b")
+	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("second downloader while the first holds the slot: %s, Retry-After %q; want 503 with Retry-After 1", r.Status, r.Header.Get("Retry-After"))
+	}
+	if time.Since(t0) > 250*time.Millisecond {
+		t.Skip("machine too slow for a 300ms idle time")
+	}
+	if r := do(http.MethodGet, "node-a"); r.StatusCode != http.StatusPartialContent {
+		t.Errorf("the slot holder's next chunk: %s", r.Status)
+	}
+	if r := do(http.MethodHead, "node-b"); r.StatusCode != http.StatusPartialContent {
+		t.Errorf("HEAD while busy: %s", r.Status)
+	}
+	if got := testutil.ToFloat64(m.Refused.WithLabelValues(serve.ReasonBusy)); got != 1 {
+		t.Errorf("busy refusals %v, want 1", got)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if r := do(http.MethodGet, "node-b"); r.StatusCode != http.StatusPartialContent {
+		t.Errorf("second downloader after the first went idle: %s", r.Status)
+	}
+	if r := do(http.MethodGet, "node-a"); r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("first downloader after the second took the slot: %s", r.Status)
+	}
+}

@@ -1,0 +1,142 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// DefaultRefreshEvery is how often a running fetch looks its warm peers up again by default: a node
+// that finished meanwhile starts serving within seconds, and a fetch of thousands of chunks costs the
+// API server one list per interval, not one per chunk.
+const DefaultRefreshEvery = 5 * time.Second
+
+// Bounds of a busy peer's Retry-After: asked again after at least a second, at most half a minute
+// (a peer that claims longer is asked sooner: its slots may free early).
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 30 * time.Second
+)
+
+// busyError is a peer's "every serving slot is taken": no bytes came, and the peer is fine.
+type busyError struct{ after time.Duration }
+
+func (e *busyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.after) }
+
+// busyAnswer reports whether resp is a serving node's busy answer (503 with Retry-After in seconds),
+// and when to ask again. A 503 without Retry-After (the peer could not check the token) is a failure.
+func busyAnswer(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(v)
+	if err != nil {
+		return minRetryAfter, true // an HTTP date: not what warmd sends; ask again soon
+	}
+	return min(max(time.Duration(secs)*time.Second, minRetryAfter), maxRetryAfter), true
+}
+
+// busy reports whether err is m's busy answer, and if so rests m until its Retry-After: it is not
+// dropped, and this fetch asks it again afterwards.
+func (s *Source) busy(m *member, err error) bool {
+	var b *busyError
+	if !errors.As(err, &b) {
+		return false
+	}
+	m.busyUntil.Store(time.Now().Add(b.after).UnixNano())
+	s.o.Log.Debug("peer busy with other downloaders; its chunk goes elsewhere", "model", s.o.Model, "peer", m.host, "retry", b.after)
+	return true
+}
+
+// refresh looks the warm peers up again when the last look is older than RefreshEvery, and adds
+// peers this fetch does not know while fewer than MaxPeers usable ones remain. One chunk worker does
+// it; the others carry on with the peers they have.
+func (s *Source) refresh(ctx context.Context) {
+	if s.o.Refresh == nil || !s.rmu.TryLock() {
+		return
+	}
+	defer s.rmu.Unlock()
+	s.mu.Lock()
+	due := time.Since(s.looked) >= s.o.RefreshEvery
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	bases, err := s.o.Refresh(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.looked = time.Now()
+	if err != nil {
+		s.o.Log.Debug("looking up warm peers again failed; keeping this fetch's peers", "model", s.o.Model, "err", err)
+		return
+	}
+	usable := 0
+	now := time.Now().UnixNano()
+	for _, m := range s.peers {
+		if !m.dead.Load() && m.busyUntil.Load() <= now {
+			usable++
+		}
+	}
+	if added := s.addLocked(bases, s.o.MaxPeers-usable); len(added) > 0 {
+		s.o.Log.Info("more peers warm: this download reads them too", "model", s.o.Model, "added", added)
+	}
+}
+
+// live reports whether any peer of this fetch is not dropped (busy ones included).
+func (s *Source) live() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.peers, func(m *member) bool { return !m.dead.Load() })
+}
+
+// originOpen is OriginGate's answer, asked again when older than RefreshEvery; an error opens it (a
+// fetch must not hang on the API server).
+func (s *Source) originOpen(ctx context.Context) bool {
+	if s.o.OriginGate == nil {
+		return true
+	}
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	if !s.gateAt.IsZero() && time.Since(s.gateAt) < s.o.RefreshEvery {
+		return s.gate
+	}
+	open, err := s.o.OriginGate(ctx)
+	if err != nil {
+		s.o.Log.Debug("origin gate unknown; reading the origin", "model", s.o.Model, "err", err)
+		open = true
+	}
+	if open != s.gate || s.gateAt.IsZero() {
+		s.o.Log.Debug("origin gate for chunks busy peers turned away", "model", s.o.Model, "open", open)
+	}
+	s.gate, s.gateAt = open, time.Now()
+	return open
+}
+
+// busyWait sleeps until the first busy peer may be asked again (at most RefreshEvery, so peers that
+// became warm meanwhile are found), then looks the peers up again if due.
+func (s *Source) busyWait(ctx context.Context) error {
+	wait := s.o.RefreshEvery
+	now := time.Now().UnixNano()
+	s.mu.Lock()
+	for _, m := range s.peers {
+		if !m.dead.Load() {
+			wait = min(wait, time.Duration(m.busyUntil.Load()-now))
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(max(wait, 50*time.Millisecond)):
+	}
+	s.refresh(ctx)
+	return nil
+}

@@ -1,0 +1,11 @@
+package peer
+
+import "time"
+
+// SetRefreshEvery sets how often the daemon's fetches look their peers up again, for tests that
+// cannot wait the default; it returns the old value.
+func SetRefreshEvery(d time.Duration) time.Duration {
+	old := refreshEvery
+	refreshEvery = d
+	return old
+}

@@ -1,0 +1,105 @@
+package peer
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A fetch's peers: found once (discover), topped up during the fetch (refresh, in busy.go), picked per
+// chunk, and dropped when they fail.
+
+// setPeers records the peers found at the first chunk (or given in Options.Peers).
+func (s *Source) setPeers(bases []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.found, s.looked = true, time.Now()
+	s.addLocked(bases, len(bases))
+}
+
+// addLocked adds up to n of bases that are not peers of this fetch yet (dropped ones included, so a
+// dropped peer stays dropped); it returns the added ones.
+func (s *Source) addLocked(bases []string, n int) []string {
+	var added []string
+	for _, b := range bases {
+		if len(added) >= n {
+			break
+		}
+		b = strings.TrimSuffix(b, "/")
+		if slices.ContainsFunc(s.peers, func(m *member) bool { return m.base == b }) {
+			continue
+		}
+		host := b
+		if u, err := url.Parse(b); err == nil {
+			host = u.Host
+		}
+		s.peers = append(s.peers, &member{base: b, host: host})
+		added = append(added, b)
+	}
+	return added
+}
+
+// discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
+func (s *Source) discover(ctx context.Context) error {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	s.mu.Lock()
+	found := s.found
+	s.mu.Unlock()
+	if found {
+		return nil
+	}
+	peers, err := s.o.Discover(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil { // the origin alone then
+		s.o.Log.Warn("no peers for this download; reading the origin", "model", s.o.Model, "err", err)
+	}
+	if len(peers) > 0 {
+		s.o.Log.Info("downloading with peers", "model", s.o.Model, "peers", peers)
+	}
+	s.setPeers(peers)
+	return nil
+}
+
+// pick returns the live peer with the fewest requests in flight (ties in turn), its count raised; nil
+// when every peer is dropped or busy.
+func (s *Source) pick() *member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *member
+	now := time.Now().UnixNano()
+	for i := range s.peers {
+		m := s.peers[(s.next+i)%len(s.peers)]
+		if m.dead.Load() || m.busyUntil.Load() > now {
+			continue
+		}
+		if best == nil || m.inflight.Load() < best.inflight.Load() {
+			best = m
+		}
+	}
+	if best != nil {
+		best.inflight.Add(1)
+		s.next++
+	}
+	return best
+}
+
+func (s *Source) drop(m *member, reason, why string) {
+	if reason == DropCorrupt {
+		if m.corrupt.Swap(true) {
+			return // counted once per peer
+		}
+		m.dead.Store(true)
+	} else if m.dead.Swap(true) {
+		return
+	}
+	s.mu.Lock()
+	s.dropped = append(s.dropped, m.host+": "+reason)
+	s.mu.Unlock()
+	s.o.OnDrop(m.host, reason)
+	s.o.Log.Warn("peer dropped from this download; the origin takes its chunks", "model", s.o.Model, "peer", m.host, "reason", reason, "why", why)
+}
