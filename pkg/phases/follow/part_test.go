@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
 	"warmd.io/warmd/pkg/state/statetest"
 
 	"github.com/prometheus/client_golang/prometheus"
