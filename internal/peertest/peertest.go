@@ -18,7 +18,7 @@ import (
 // IP is the loopback address of node i (1..9) of a test world.
 func IP(i int) string { return fmt.Sprintf("127.0.0.%d", 10+i) }
 
-// FreePort finds a port free on 127.0.0.11..19 (the nodes' addresses).
+// FreePort finds a port free on 127.0.0.11..30 (the addresses of up to 20 nodes).
 func FreePort(t testing.TB) string {
 	t.Helper()
 	for range 20 {
@@ -29,7 +29,7 @@ func FreePort(t testing.TB) string {
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
 		ln.Close()
 		ok := true
-		for i := 12; i < 20 && ok; i++ {
+		for i := 12; i <= 30 && ok; i++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%s", i, port))
 			if err != nil {
 				ok = false

@@ -1,11 +1,6 @@
 package cache
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"warmd.io/warmd/pkg/fsroot"
@@ -56,29 +51,6 @@ func openRoot(t *testing.T, dir string) *fsroot.Root {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
-}
-
-// treeSums maps every regular file under dir (relative path) to its sha256.
-func treeSums(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		s := sha256.Sum256(b)
-		rel, _ := filepath.Rel(dir, p)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(s[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // capturedPaths lists "<component>/<path>" of every file in m's live records.

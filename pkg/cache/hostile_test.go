@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/cache/cachetest"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -85,7 +86,7 @@ func TestRestoreRefusesWhatThePublishedManifestDoesNotDeclare(t *testing.T) {
 		if len(res.Restored) != 0 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0], "published manifest") {
 			t.Fatalf("restored %d, refused %v", len(res.Restored), res.Refused)
 		}
-		if f := treeSums(t, m.Layout().Root()); len(f) != 0 {
+		if f := cachetest.Sums(t, m.Layout().Root()); len(f) != 0 {
 			t.Fatalf("refused bundle left %v", f)
 		}
 	})
@@ -105,7 +106,7 @@ func TestRestoreWithoutPublishedManifestIsBoundByTheIndex(t *testing.T) {
 	if len(res.Restored) != 0 || len(res.Refused) != 1 || !strings.Contains(res.Refused[0], "exceeds size limit") {
 		t.Fatalf("restored %d, refused %v", len(res.Restored), res.Refused)
 	}
-	if f := treeSums(t, m.Layout().Root()); len(f) != 0 {
+	if f := cachetest.Sums(t, m.Layout().Root()); len(f) != 0 {
 		t.Fatalf("refused bundle left %v", f)
 	}
 }
@@ -128,7 +129,7 @@ func TestForgedManifestFieldsAreRefused(t *testing.T) {
 			if err == nil || strings.Contains(err.Error(), secret) {
 				t.Fatalf("import: %v (want a refusal that does not quote the field)", err)
 			}
-			if f := treeSums(t, m.Layout().Root()); len(f) != 0 {
+			if f := cachetest.Sums(t, m.Layout().Root()); len(f) != 0 {
 				t.Fatalf("refused bundle left %v", f)
 			}
 		})
@@ -173,7 +174,7 @@ func TestBucketTextIsNeverQuoted(t *testing.T) {
 			if err != nil || len(res.Refused) != 1 || strings.Contains(res.Refused[0], "CANARY") {
 				t.Fatalf("restore: %v, refused %v (want one refusal that does not quote the object)", err, res.Refused)
 			}
-			if f := treeSums(t, m.Layout().Root()); len(f) != 0 {
+			if f := cachetest.Sums(t, m.Layout().Root()); len(f) != 0 {
 				t.Fatalf("refused bundle left %v", f)
 			}
 		})

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"io/fs"
 	"maps"
 	"net"
 	"net/http"
@@ -164,25 +163,7 @@ func (n *ccNode) serve(t *testing.T, w *ccWorld) {
 // tree maps every regular file of n's SKU tree to its sha256.
 func (n *ccNode) tree(t *testing.T) map[string]string {
 	t.Helper()
-	root := n.mgr.Layout().Root()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		s := sha256.Sum256(b)
-		rel, _ := filepath.Rel(root, p)
-		out[filepath.ToSlash(rel)] = hex.EncodeToString(s[:])
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return cachetest.Sums(t, n.mgr.Layout().Root())
 }
 
 func (w *ccWorld) proxy(t *testing.T) (*faultproxy.Proxy, objstore.Store) {

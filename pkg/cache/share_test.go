@@ -45,13 +45,13 @@ func TestTwoNodesExchangeAndOtherSKURefuses(t *testing.T) {
 		if len(res.Restored) != len(capA.Bundles) || len(res.Refused) != 0 {
 			t.Fatalf("B restored %d of %d bundles, refused %v", len(res.Restored), len(capA.Bundles), res.Refused)
 		}
-		wantA := treeSums(t, a.Layout().Root())
+		wantA := cachetest.Sums(t, a.Layout().Root())
 		for k := range wantA {
 			if ignored(k[strings.IndexByte(k, '/')+1:]) {
 				delete(wantA, k) // locks and logs are never shared
 			}
 		}
-		if got := treeSums(t, b.Layout().Root()); !maps.Equal(got, wantA) {
+		if got := cachetest.Sums(t, b.Layout().Root()); !maps.Equal(got, wantA) {
 			t.Fatalf("B's tree differs from A's: %d vs %d files", len(got), len(wantA))
 		}
 		// B's restored files are known: B captures nothing of them, and a second restore is a no-op.
@@ -109,7 +109,7 @@ func TestTwoNodesExchangeAndOtherSKURefuses(t *testing.T) {
 		if len(r.Restored) != 0 || len(r.Refused) == 0 || !strings.Contains(strings.Join(r.Refused, "\n"), "built on SKU") {
 			t.Fatalf("C with a forged index: restored %d, refused %v", len(r.Restored), r.Refused)
 		}
-		if f := treeSums(t, c.Layout().Root()); len(f) != 0 {
+		if f := cachetest.Sums(t, c.Layout().Root()); len(f) != 0 {
 			t.Fatalf("refused bundles left files in C's tree: %v", f)
 		}
 		if st := c.Stats(); st.Rejected == 0 || len(st.Refused) == 0 {
@@ -233,7 +233,7 @@ func TestRestoreRejectsTamperedBundle(t *testing.T) {
 		if len(r.Restored) != 0 || len(r.Refused) != 1 || !strings.Contains(r.Refused[0], "corrupt bundle") {
 			t.Fatalf("restored %d, refused %v", len(r.Restored), r.Refused)
 		}
-		if f := treeSums(t, b.Layout().Root()); len(f) != 0 {
+		if f := cachetest.Sums(t, b.Layout().Root()); len(f) != 0 {
 			t.Fatalf("tampered bundle left %v", f)
 		}
 	})
@@ -255,7 +255,7 @@ func TestExportImport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := len(treeSums(t, b.Layout().Root())), len(capturedPaths(b)); got != want || got == 0 {
+	if got, want := len(cachetest.Sums(t, b.Layout().Root())), len(capturedPaths(b)); got != want || got == 0 {
 		t.Fatalf("imported tree has %d files, records %d", got, want)
 	}
 	c := newManager(t, skuB, nil, "")
@@ -263,7 +263,7 @@ func TestExportImport(t *testing.T) {
 	if !errors.Is(err, ErrOtherSKU) {
 		t.Fatalf("import of another SKU's bundle: %v, want ErrOtherSKU", err)
 	}
-	if f := treeSums(t, c.Layout().Root()); len(f) != 0 {
+	if f := cachetest.Sums(t, c.Layout().Root()); len(f) != 0 {
 		t.Fatalf("refused import left %v", f)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 
 	"warmd.io/warmd/internal/faultproxy"
 	"warmd.io/warmd/internal/fixtures"
+	"warmd.io/warmd/internal/peertest"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/api"
@@ -89,34 +89,9 @@ func newWorld(t *testing.T, modelBytes int64) *world {
 	if err := os.WriteFile(w.token, []byte(kube.Token(t, "warmd", "warmd", "warmd.io/peer")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.port = freePort(t)
+	w.port = peertest.FreePort(t)
 	w.inventory, _ = filepath.Abs("../../pkg/nvml/testdata/recorded-h100x8.json")
 	return w
-}
-
-// freePort finds a port free on 127.0.0.11..30.
-func freePort(t *testing.T) string {
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.11:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, port, _ := net.SplitHostPort(ln.Addr().String())
-		ln.Close()
-		ok := true
-		for i := 12; i <= 30 && ok; i++ {
-			if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%s", i, port)); err != nil {
-				ok = false
-			} else {
-				l.Close()
-			}
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no port free on every node address")
-	return ""
 }
 
 // node is one `warmd run` process.
