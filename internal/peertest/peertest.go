@@ -7,7 +7,9 @@ package peertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,4 +55,30 @@ func CreateNode(t testing.TB, c kubernetes.Interface, name, ip string, labels ma
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Get sends method to url as a peer would (a bearer token unless token is "", a Range unless rng is
+// "") and returns the response with its whole body read.
+func Get(t testing.TB, method, url, token, rng string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
 }

@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"context"
 	"testing"
 
+	"warmd.io/warmd/pkg/cache/cachetest"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/objstore/objstoretest"
@@ -67,4 +69,21 @@ func capturedPaths(m *Manager) map[string]bool {
 		}
 	}
 	return out
+}
+
+// shareSmall fills m's tree with the small generated cache, captures and uploads it: the first node
+// of a SKU, as the peer and kept-bundle tests start.
+func shareSmall(t *testing.T, m *Manager) CaptureResult {
+	t.Helper()
+	if _, err := cachetest.Write(m.Layout().Root(), cachetest.Small); err != nil {
+		t.Fatal(err)
+	}
+	capd, err := m.Capture(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Upload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return capd
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"warmd.io/warmd/pkg/cache/cachetest"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
@@ -38,16 +37,7 @@ func TestKeptBundlesBounded(t *testing.T) {
 	stores(t, func(t *testing.T, s objstore.Store, bucket string) {
 		ctx := context.Background()
 		a := newManager(t, skuA, s, bucket, keep)
-		if _, err := cachetest.Write(a.Layout().Root(), cachetest.Small); err != nil {
-			t.Fatal(err)
-		}
-		capd, err := a.Capture(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Upload(ctx); err != nil {
-			t.Fatal(err)
-		}
+		capd := shareSmall(t, a)
 		var digests []string
 		for _, r := range capd.Bundles {
 			digests = append(digests, r.SHA256)
@@ -136,18 +126,9 @@ func (r *rawBuffer) Write(p []byte) (int, error) { r.b = append(r.b, p...); retu
 // kept; one that keeps them leaves them.
 func TestDropKept(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s := objstore.NewMemory()
 	a := newManager(t, skuA, s, "cache-mem", keep)
-	if _, err := cachetest.Write(a.Layout().Root(), cachetest.Small); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Capture(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Upload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	shareSmall(t, a)
 	a.dropKept()
 	if n, _ := a.KeptBundles(); n == 0 {
 		t.Fatal("a manager that keeps bundles dropped them")

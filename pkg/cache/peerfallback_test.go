@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"warmd.io/warmd/pkg/cache/cachetest"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -20,15 +19,7 @@ func TestPeerFallback(t *testing.T) {
 	ctx := context.Background()
 	s, bucket := objstore.NewMemory(), "cache-mem"
 	a := newManager(t, skuA, s, bucket)
-	if _, err := cachetest.Write(a.Layout().Root(), cachetest.Small); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Capture(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Upload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	shareSmall(t, a)
 	// A peer that accepts connections and never answers.
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -268,23 +267,6 @@ func bundleRoute(t *testing.T, w *ccWorld, n *ccNode) {
 	}
 	base := "http://" + net.JoinHostPort(n.ip, w.port)
 	good := w.kube.Token(t, "warmd", "warmd", peerAudience)
-	get := func(method, url, token, rng string) (*http.Response, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(method, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		if rng != "" {
-			req.Header.Set("Range", rng)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
-	}
 	kept, err := fsroot.Open(filepath.Join(n.cfg.DataDir, cache.KeptDir))
 	if err != nil {
 		t.Fatal(err)
@@ -310,10 +292,10 @@ func bundleRoute(t *testing.T, w *ccWorld, n *ccNode) {
 	}
 
 	url := peer.BundleURL(base, sha)
-	if resp, body := get(http.MethodGet, url, good, "bytes=10-19"); resp.StatusCode != http.StatusPartialContent || string(body) != string(whole[10:20]) {
+	if resp, body := peertest.Get(t, http.MethodGet, url, good, "bytes=10-19"); resp.StatusCode != http.StatusPartialContent || string(body) != string(whole[10:20]) {
 		t.Errorf("ranged GET: %s, %d bytes", resp.Status, len(body))
 	}
-	if resp, body := get(http.MethodHead, url, good, ""); resp.StatusCode != http.StatusOK || len(body) != 0 || resp.ContentLength != size {
+	if resp, body := peertest.Get(t, http.MethodHead, url, good, ""); resp.StatusCode != http.StatusOK || len(body) != 0 || resp.ContentLength != size {
 		t.Errorf("HEAD: %s, length %d, want %d", resp.Status, resp.ContentLength, size)
 	}
 	for _, tc := range []struct {
@@ -330,7 +312,7 @@ func bundleRoute(t *testing.T, w *ccWorld, n *ccNode) {
 		{"a link named by a digest", peer.BundleURL(base, other), good, http.StatusNotFound},
 		{"not kept", peer.BundleURL(base, strings.Repeat("0", 64)), good, http.StatusNotFound},
 	} {
-		if resp, body := get(http.MethodGet, tc.url, tc.token, ""); resp.StatusCode != tc.want {
+		if resp, body := peertest.Get(t, http.MethodGet, tc.url, tc.token, ""); resp.StatusCode != tc.want {
 			t.Errorf("%s: %s %q, want %d", tc.name, resp.Status, body, tc.want)
 		}
 	}

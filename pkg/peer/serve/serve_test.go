@@ -2,7 +2,6 @@ package serve_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"warmd.io/warmd/internal/peertest"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/peer"
@@ -61,17 +61,7 @@ func TestServe(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	do := func(method, url, rng string) (*http.Response, string) {
-		req, _ := http.NewRequest(method, url, nil)
-		req.Header.Set("Authorization", "Bearer ok")
-		if rng != "" {
-			req.Header.Set("Range", rng)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := peertest.Get(t, method, url, "ok", rng)
 		return resp, string(b)
 	}
 	u := peer.WeightsURL(srv.URL, "org/m", "r1", "sub/w.bin")
