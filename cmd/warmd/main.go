@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"warmd.io/warmd/pkg/cli"
 )
@@ -29,9 +30,12 @@ func main() {
 	err := newRootCommand(cli.Standard()).ExecuteContext(ctx)
 	var sig os.Signal
 	if ctx.Err() != nil {
+		// Only a signal ends ctx, and it is delivered to both channels, but not at once: the
+		// command may return (a read on stdin cut short) before the delivery to sigs, so wait for
+		// it briefly rather than reading exit 1 where 128+signal is due.
 		select {
 		case sig = <-sigs:
-		default:
+		case <-time.After(time.Second):
 		}
 	}
 	stop()
