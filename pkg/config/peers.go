@@ -62,7 +62,9 @@ type Peers struct {
 	// ServeSlots is how many downloaders (nodes) this node serves at once; the others are answered
 	// 503 with Retry-After and take those chunks from another peer or the origin. Sharing the upload
 	// cap among every node that asks makes all of them slow; serving a few lets them finish and serve
-	// in turn, so warm nodes double per wave (docs/fleet.md). Default 2. Range: 1..1024.
+	// in turn, so warm nodes double per wave (docs/fleet.md). While the downloaders served leave the
+	// cap under-used (under 3/4 of it over the last second: each is held back by its own disk or
+	// link), one more is taken per second, up to 4 × ServeSlots. Default 2. Range: 1..1024.
 	ServeSlots int `json:"serveSlots,omitempty"`
 	// SeedWait bounds how long a node that finds no warm peer waits while another node that wants the
 	// model and sorts before it by name (the seed) fetches it from the origin. Without the wait, a node

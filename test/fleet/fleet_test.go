@@ -171,6 +171,7 @@ func (n *node) weights() (prefetch.ModelStatus, bool) {
 
 // result is one fleet run.
 type result struct {
+	start       time.Time     // when the first node was started
 	allWarm     time.Duration // from start to the last node's weights verified
 	originBytes int64
 	statuses    []prefetch.ModelStatus
@@ -185,7 +186,7 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 	for i := range n {
 		nodes[i] = w.start(prefix, i+1, peers)
 	}
-	res := result{statuses: make([]prefetch.ModelStatus, n)}
+	res := result{start: t0, statuses: make([]prefetch.ModelStatus, n)}
 	done := make([]bool, n)
 	left := n
 	for deadline := time.Now().Add(timeout); left > 0; time.Sleep(200 * time.Millisecond) {
@@ -245,7 +246,10 @@ func TestFleetWarmsFromPeers(t *testing.T) {
 			t.Errorf("node %d: status says nothing of where its bytes came from", i+1)
 			continue
 		}
-		t.Logf("  peers-%d: %d bytes from peers %v, %d from the origin, dropped %v", i+1, st.From.PeerBytes, st.From.Peers, st.From.OriginBytes, st.From.Dropped)
+		// The timeline shows where a run loses time: waiting for the seed, for a slot, for a new peer.
+		t.Logf("  peers-%d: fetch +%.1fs to +%.1fs, %d bytes from peers %v, %d from the origin, dropped %v", i+1,
+			st.Started.Sub(with.start).Seconds(), st.Finished.Sub(with.start).Seconds(),
+			st.From.PeerBytes, st.From.Peers, st.From.OriginBytes, st.From.Dropped)
 		if st.From.PeerBytes == st.BytesTotal {
 			fromPeers++
 		}

@@ -55,7 +55,8 @@ type Options struct {
 	Bundles *fsroot.Root
 	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
 	UploadLimit int64
-	// ServeSlots bounds the downloaders (nodes) served at once (see slots); <= 0: no limit.
+	// ServeSlots bounds the downloaders (nodes) served at once (see slots; more are taken while they
+	// leave UploadLimit under-used); <= 0: no limit.
 	ServeSlots int
 	// SlotIdle is how long a downloader keeps its slot after its last request. Default DefaultSlotIdle.
 	SlotIdle time.Duration
@@ -79,7 +80,7 @@ func New(opts Options) *Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle)}
+	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
 	if opts.UploadLimit > 0 {
 		// The burst is one write piece: a response never runs ahead of the cap by more than 256 KiB.
 		h.piece = int(min(int64(h.piece), max(opts.UploadLimit/8, 32<<10)))
@@ -201,6 +202,7 @@ func (c *capped) Write(p []byte) (int, error) {
 		}
 		m, err := c.ResponseWriter.Write(p[:n])
 		done += m
+		c.h.slots.sent(m)
 		if c.h.opts.Metrics != nil {
 			c.h.opts.Metrics.ServedBytes.Add(float64(m))
 		}

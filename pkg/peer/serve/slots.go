@@ -15,14 +15,33 @@ import (
 const ReasonBusy = "busy"
 
 // DefaultSlotIdle is how long a downloader keeps its slot after its last request finished. A fetch
-// asks for its next chunk within milliseconds of the last one, so a few seconds is enough to keep an
-// active downloader's slot and short enough that a finished (or failed) fetch frees it quickly.
-const DefaultSlotIdle = 3 * time.Second
+// keeps several chunk requests in flight and asks for the next within milliseconds, so its slot is
+// never idle while it runs; a second is enough to bridge a pause and short enough that a finished (or
+// failed) fetch hands its slot on at once: the downloaders it turned away ask again after a second.
+const DefaultSlotIdle = time.Second
+
+// Overflow: while the downloaders in the slots leave the upload cap under-used, more are taken.
+const (
+	// overflowFactor bounds the downloaders served at once to this many times the slots.
+	overflowFactor = 4
+	// overflowBelow is the share of the cap under which the served rate counts as under-used.
+	overflowBelow = 0.75
+	// overflowEvery is the least time between two admissions past the slots, and the window the
+	// served rate is measured over: a downloader admitted less than that ago has not reached its
+	// speed yet, so the rate does not show whether the cap is used.
+	overflowEvery = time.Second
+)
 
 // slots limits how many distinct downloaders one node serves at once. Sharing one upload cap among
 // every node that asks makes each of them slow, and none finishes (and starts serving in turn) early;
 // serving a few at a time lets those finish at the full cap while the others read another peer or the
 // origin, so the number of warm nodes doubles per wave instead of creeping up together.
+//
+// Slots are for a cap the downloaders can fill. When they cannot (each is held back by its own disk
+// or link, or by the machine they share in a test), turning the rest away leaves the cap idle and
+// makes them wait for nothing; so while the bytes served over the last second stay under three
+// quarters of the cap, one more downloader is taken per second, up to overflowFactor times the slots.
+// Without a cap nothing says whether it is used, and the slots are a hard limit.
 //
 // A downloader is identified by the address it connects from and the node name it sends
 // (peer.HeaderNode): the token cannot tell nodes apart (every warmd pod presents the same
@@ -31,10 +50,13 @@ const DefaultSlotIdle = 3 * time.Second
 type slots struct {
 	max  int // <= 0: no limit
 	idle time.Duration
+	cap  float64 // the upload cap in bytes per second; 0: none (no overflow)
 	now  func() time.Time
 
-	mu   sync.Mutex
-	held map[string]*holder
+	mu       sync.Mutex
+	held     map[string]*holder
+	admitted time.Time // the last time a downloader got a slot
+	served   meter
 }
 
 type holder struct {
@@ -42,14 +64,14 @@ type holder struct {
 	last   time.Time // when the last one finished
 }
 
-func newSlots(max int, idle time.Duration) *slots {
+func newSlots(n int, idle time.Duration, uploadCap int64) *slots {
 	if idle <= 0 {
 		idle = DefaultSlotIdle
 	}
-	return &slots{max: max, idle: idle, now: time.Now, held: map[string]*holder{}}
+	return &slots{max: n, idle: idle, cap: float64(max(uploadCap, 0)), now: time.Now, held: map[string]*holder{}}
 }
 
-// acquire takes (or shares) who's slot; false when every slot is held by others.
+// acquire takes (or shares) who's slot; false when every slot is held by others and the cap is used.
 func (s *slots) acquire(who string) bool {
 	if s.max <= 0 {
 		return true
@@ -60,19 +82,26 @@ func (s *slots) acquire(who string) bool {
 		h.active++
 		return true
 	}
+	now := s.now()
 	if len(s.held) >= s.max {
-		now := s.now()
 		for k, h := range s.held {
 			if h.active == 0 && now.Sub(h.last) >= s.idle {
 				delete(s.held, k)
 			}
 		}
-		if len(s.held) >= s.max {
+		if len(s.held) >= s.max && !s.underused(now) {
 			return false
 		}
 	}
 	s.held[who] = &holder{active: 1}
+	s.admitted = now
 	return true
+}
+
+// underused reports whether one more downloader may be taken past the slots (see slots).
+func (s *slots) underused(now time.Time) bool {
+	return s.cap > 0 && len(s.held) < overflowFactor*s.max && now.Sub(s.admitted) >= overflowEvery &&
+		s.served.rate(now) < overflowBelow*s.cap
 }
 
 // release ends one of who's requests; the slot stays who's until it has been idle for s.idle.
@@ -88,10 +117,55 @@ func (s *slots) release(who string) {
 	}
 }
 
+// sent counts n bytes served (to any downloader) for the overflow rule.
+func (s *slots) sent(n int) {
+	if s.max <= 0 || s.cap <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.served.add(s.now(), int64(n))
+	s.mu.Unlock()
+}
+
 // retryAfter is the Retry-After of a busy answer, in whole seconds (at least 1): when an idle slot
 // could be free again at the earliest.
 func (s *slots) retryAfter() string {
 	return strconv.Itoa(max(1, int((s.idle+time.Second-1)/time.Second)))
+}
+
+// meter is the bytes served over the last overflowEvery, counted in quarters of it.
+type meter struct {
+	quarter [4]int64
+	at      int64 // the current quarter's number (time since the epoch in quarters)
+}
+
+func (m *meter) advance(now time.Time) int64 {
+	q := now.UnixNano() / int64(overflowEvery/4)
+	n := int64(len(m.quarter))
+	if q-m.at >= n {
+		m.quarter = [4]int64{}
+	} else {
+		for i := m.at + 1; i <= q; i++ {
+			m.quarter[i%n] = 0
+		}
+	}
+	m.at = max(m.at, q)
+	return m.at
+}
+
+func (m *meter) add(now time.Time, n int64) {
+	q := m.advance(now)
+	m.quarter[q%int64(len(m.quarter))] += n
+}
+
+// rate is the bytes per second over the last window (the current quarter and the three before).
+func (m *meter) rate(now time.Time) float64 {
+	m.advance(now)
+	var sum int64
+	for _, v := range m.quarter {
+		sum += v
+	}
+	return float64(sum) / overflowEvery.Seconds()
 }
 
 // downloader names the requesting node: its address and the name it sends, bounded.

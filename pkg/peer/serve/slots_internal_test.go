@@ -9,7 +9,7 @@ import (
 // free or its holder has been idle for the idle time.
 func TestSlots(t *testing.T) {
 	now := time.Unix(1000, 0)
-	s := newSlots(1, 3*time.Second)
+	s := newSlots(1, 3*time.Second, 0)
 	s.now = func() time.Time { return now }
 	if !s.acquire("a") || !s.acquire("a") {
 		t.Fatal("a's parallel requests refused")
@@ -20,7 +20,7 @@ func TestSlots(t *testing.T) {
 	s.release("a")
 	now = now.Add(time.Minute)
 	if s.acquire("b") {
-		t.Fatal("b took the slot while a still has a request in flight")
+		t.Fatal("b took the slot while a still has a request in flight (no cap: no overflow)")
 	}
 	s.release("a")
 	now = now.Add(2 * time.Second)
@@ -37,7 +37,68 @@ func TestSlots(t *testing.T) {
 	if got := s.retryAfter(); got != "3" {
 		t.Errorf("Retry-After %q, want 3", got)
 	}
-	if u := newSlots(0, 0); !u.acquire("a") || !u.acquire("b") {
+	if got := newSlots(1, 0, 0).retryAfter(); got != "1" {
+		t.Errorf("default Retry-After %q, want 1", got)
+	}
+	if u := newSlots(0, 0, 0); !u.acquire("a") || !u.acquire("b") {
 		t.Error("no limit refused a downloader")
+	}
+}
+
+// Past its slots a node takes one more downloader per second while the bytes it served over the last
+// second are under three quarters of its cap, up to four times the slots; a cap in use, or an
+// admission less than a second old, keeps the others out.
+func TestSlotsOverflow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSlots(1, time.Second, 1000) // 1000 B/s cap: overflow below 750 B/s
+	s.now = func() time.Time { return now }
+	if !s.acquire("a") {
+		t.Fatal("a refused a free slot")
+	}
+	if s.acquire("b") {
+		t.Fatal("b taken past the slots while a was admitted just now (its speed not known yet)")
+	}
+	// a fills the cap: 250 B per quarter second for two seconds.
+	for range 8 {
+		now = now.Add(250 * time.Millisecond)
+		s.sent(250)
+	}
+	if s.acquire("b") {
+		t.Fatalf("b taken past the slots while a uses the cap (%.0f B/s of 1000)", s.served.rate(now))
+	}
+	// a slows to 500 B/s (held back by its own disk): the cap is under-used.
+	for range 4 {
+		now = now.Add(250 * time.Millisecond)
+		s.sent(125)
+	}
+	if !s.acquire("b") {
+		t.Fatalf("b refused while the cap is under-used (%.0f B/s of 1000)", s.served.rate(now))
+	}
+	if s.acquire("c") {
+		t.Fatal("c taken less than a second after b")
+	}
+	now = now.Add(time.Second)
+	if !s.acquire("c") {
+		t.Fatal("c refused a second after b with nothing served")
+	}
+	if s.acquire("d") {
+		t.Fatal("d taken in the same instant as c")
+	}
+	now = now.Add(time.Second)
+	if !s.acquire("d") {
+		t.Fatal("d refused a second after c with nothing served")
+	}
+	now = now.Add(time.Second)
+	if s.acquire("e") {
+		t.Fatal("e taken past four times the slots (a, b, c, d held)")
+	}
+	// A long silence forgets what was served.
+	s.sent(10_000)
+	if s.served.rate(now) < 750 {
+		t.Fatal("a burst just now not counted")
+	}
+	now = now.Add(time.Minute)
+	if got := s.served.rate(now); got != 0 {
+		t.Errorf("rate a minute after the last byte: %.0f B/s, want 0", got)
 	}
 }

@@ -31,20 +31,7 @@ func TestServeSlots(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	u := peer.WeightsURL(srv.URL, "org/m", "r1", "sub/w.bin")
-	do := func(method, node string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(method, u, nil)
-		req.Header.Set("Authorization", "Bearer ok")
-		req.Header.Set(peer.HeaderNode, node)
-		req.Header.Set("Range", "bytes=0-3")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
+	do := func(method, node string) *http.Response { return slotRequest(t, method, u, node) }
 	if r := do(http.MethodGet, "node-a"); r.StatusCode != http.StatusPartialContent {
 		t.Fatalf("first downloader: %s", r.Status)
 	}
@@ -68,4 +55,62 @@ func TestServeSlots(t *testing.T) {
 	if r := do(http.MethodGet, "node-a"); r.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("first downloader after the second took the slot: %s", r.Status)
 	}
+}
+
+// A node whose downloaders leave its upload cap unused takes one more past its slots (a second after
+// the last), and only then; without a cap the slots are a hard limit.
+func TestServeSlotsOverflow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		want  int // status of the second downloader, a while after the first
+	}{
+		{"cap unused", 64 << 20, http.StatusPartialContent},
+		{"no cap", 0, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := serve.New(serve.Options{Auth: allow{}, Root: cache(t), ServeSlots: 1, SlotIdle: time.Hour, UploadLimit: tc.limit,
+				Published: func(string, string) bool { return true }})
+			var mu sync.Mutex
+			now := time.Unix(1000, 0)
+			serve.SetSlotClock(h, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			u := peer.WeightsURL(srv.URL, "org/m", "r1", "sub/w.bin")
+			get := func(node string) int { return slotRequest(t, http.MethodGet, u, node).StatusCode }
+			if got := get("node-a"); got != http.StatusPartialContent {
+				t.Fatalf("first downloader: %d", got)
+			}
+			if got := get("node-b"); got != http.StatusServiceUnavailable {
+				t.Fatalf("second downloader in the same instant: %d, want 503", got)
+			}
+			mu.Lock()
+			now = now.Add(1500 * time.Millisecond)
+			mu.Unlock()
+			if got := get("node-b"); got != tc.want {
+				t.Fatalf("second downloader 1.5s later, node-a still holding its slot: %d, want %d", got, tc.want)
+			}
+			if tc.want == http.StatusPartialContent {
+				if got := get("node-c"); got != http.StatusServiceUnavailable {
+					t.Errorf("third downloader in the same instant as the second: %d, want 503", got)
+				}
+			}
+		})
+	}
+}
+
+// slotRequest asks for the first 4 bytes of u as node, reads the body and returns the response.
+func slotRequest(t *testing.T, method, u, node string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, nil)
+	req.Header.Set("Authorization", "Bearer ok")
+	req.Header.Set(peer.HeaderNode, node)
+	req.Header.Set("Range", "bytes=0-3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

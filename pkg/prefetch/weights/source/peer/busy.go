@@ -15,6 +15,11 @@ import (
 // API server one list per interval, not one per chunk.
 const DefaultRefreshEvery = 5 * time.Second
 
+// waitingRefreshEvery is how often a fetch whose every peer is busy looks them up again: a chunk is
+// waiting, and a node that just became warm has free slots. A list from the API server's watch cache
+// per waiting fetch per second is cheap next to a chunk that waits seconds longer.
+const waitingRefreshEvery = time.Second
+
 // Bounds of a busy peer's Retry-After: asked again after at least a second, at most half a minute
 // (a peer that claims longer is asked sooner: its slots may free early).
 const (
@@ -56,16 +61,16 @@ func (s *Source) busy(m *member, err error) bool {
 	return true
 }
 
-// refresh looks the warm peers up again when the last look is older than RefreshEvery, and adds
-// peers this fetch does not know while fewer than MaxPeers usable ones remain. One chunk worker does
-// it; the others carry on with the peers they have.
-func (s *Source) refresh(ctx context.Context) {
+// refresh looks the warm peers up again when the last look is older than every, and adds peers this
+// fetch does not know while fewer than MaxPeers usable ones remain. One chunk worker does it; the
+// others carry on with the peers they have.
+func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	if s.o.Refresh == nil || !s.rmu.TryLock() {
 		return
 	}
 	defer s.rmu.Unlock()
 	s.mu.Lock()
-	due := time.Since(s.looked) >= s.o.RefreshEvery
+	due := time.Since(s.looked) >= every
 	s.mu.Unlock()
 	if !due {
 		return
@@ -86,6 +91,7 @@ func (s *Source) refresh(ctx context.Context) {
 		}
 	}
 	if added := s.addLocked(bases, s.o.MaxPeers-usable); len(added) > 0 {
+		s.addedAt = time.Now()
 		s.o.Log.Info("more peers warm: this download reads them too", "model", s.o.Model, "added", added)
 	}
 }
@@ -120,10 +126,23 @@ func (s *Source) originOpen(ctx context.Context) bool {
 	return open
 }
 
-// busyWait sleeps until the first busy peer may be asked again (at most RefreshEvery, so peers that
-// became warm meanwhile are found), then looks the peers up again if due.
+// graceOver reports whether a chunk that has waited for a slot since start has waited BusyGrace:
+// counted from the later of start and the last time a peer was added, since a peer that became warm
+// meanwhile shows the group is making progress and a slot is likely to free soon.
+func (s *Source) graceOver(start time.Time) bool {
+	s.mu.Lock()
+	from := start
+	if s.addedAt.After(from) {
+		from = s.addedAt
+	}
+	s.mu.Unlock()
+	return time.Since(from) >= s.o.BusyGrace
+}
+
+// busyWait sleeps until the first busy peer may be asked again (at most waitingRefreshEvery, so peers
+// that became warm meanwhile are found), then looks the peers up again if due.
 func (s *Source) busyWait(ctx context.Context) error {
-	wait := s.o.RefreshEvery
+	wait := min(s.o.RefreshEvery, waitingRefreshEvery)
 	now := time.Now().UnixNano()
 	s.mu.Lock()
 	for _, m := range s.peers {
@@ -137,6 +156,6 @@ func (s *Source) busyWait(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(max(wait, 50*time.Millisecond)):
 	}
-	s.refresh(ctx)
+	s.refresh(ctx, min(s.o.RefreshEvery, waitingRefreshEvery))
 	return nil
 }

@@ -63,7 +63,8 @@ type Options struct {
 	// turned away busy (the daemon's: the seed rule, so one node of a group at a time does); false:
 	// the chunk waits for a slot. Asked at most every RefreshEvery. nil: always.
 	OriginGate func(ctx context.Context) (bool, error)
-	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate: slots free within
+	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate, counted from the
+	// chunk's first try or the last time a peer became warm, whichever is later: slots free within
 	// seconds when downloads are short, and a chunk sent to a slow origin then costs more than the
 	// wait. Default 0 (ask at once).
 	BusyGrace time.Duration
@@ -98,8 +99,9 @@ type Source struct {
 	// gate and gateAt are OriginGate's last answer and when it was asked (under gmu).
 	gate   bool
 	gateAt time.Time
-	// looked is when the peers were last looked up (under mu).
-	looked time.Time
+	// looked is when the peers were last looked up, addedAt when one was last added during the fetch
+	// (under mu).
+	looked, addedAt time.Time
 
 	mu      sync.Mutex
 	sizes   map[string]int64    // the origin's size of each file asked for
@@ -226,7 +228,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 	if err := s.discover(ctx); err != nil {
 		return 0, err
 	}
-	s.refresh(ctx)
+	s.refresh(ctx, s.o.RefreshEvery)
 	key := rangeKey{name.String(), off}
 	s.mu.Lock()
 	prev, again := s.served[key]
@@ -264,7 +266,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
 // is asked. When every live peer is busy it waits for a slot (see busyWait) until it has waited
-// BusyGrace and the origin gate lets this node read the origin, or it has waited BusyWait. It returns the bytes written and
+// BusyGrace (graceOver) and the origin gate lets this node read the origin, or it has waited BusyWait. It returns the bytes written and
 // the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
@@ -285,7 +287,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 			m.used.Store(true)
 			return got, m, nil
 		}
-		if waited := time.Since(start); !s.live() || waited >= s.o.BusyWait || (waited >= s.o.BusyGrace && s.originOpen(ctx)) {
+		if !s.live() || time.Since(start) >= s.o.BusyWait || (s.graceOver(start) && s.originOpen(ctx)) {
 			return 0, nil, nil
 		}
 		if err := s.busyWait(ctx); err != nil {
