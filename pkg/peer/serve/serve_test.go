@@ -1,7 +1,10 @@
 package serve_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -98,5 +101,57 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	if got := testutil.ToFloat64(m.Refused.WithLabelValues(serve.ReasonUnauthenticated)); got != 1 {
 		t.Errorf("unauthenticated refusals %v", got)
+	}
+}
+
+// Ranges of a file larger than the cap's pieces come back exact, whole or in part, and every byte
+// is counted: the file goes to the connection piece by piece (sendfile) under the cap.
+func TestServeLargeRanges(t *testing.T) {
+	dir := t.TempDir()
+	m := filepath.Join(dir, "models--org--m")
+	if err := os.MkdirAll(filepath.Join(m, "blobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(m, "snapshots", "r1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 3<<20+77)
+	rand.NewChaCha8([32]byte{1}).Read(data)
+	if err := os.WriteFile(filepath.Join(m, "blobs", "big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../blobs/big", filepath.Join(m, "snapshots", "r1", "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := fsroot.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	pm := metrics.New(prometheus.NewRegistry()).Peers
+	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: pm, UploadLimit: 512 << 20, ServeSlots: 2,
+		Published: func(string, string) bool { return true }})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	u := peer.WeightsURL(srv.URL, "org/m", "r1", "big.bin")
+	var served int
+	for _, tc := range []struct {
+		rng      string
+		from, to int // the bytes wanted, data[from:to]
+		status   int
+	}{
+		{"bytes=1000-2000999", 1000, 2001000, http.StatusPartialContent},
+		{"", 0, len(data), http.StatusOK},
+		{"bytes=-5000", len(data) - 5000, len(data), http.StatusPartialContent},
+		{fmt.Sprintf("bytes=%d-", 1<<20), 1 << 20, len(data), http.StatusPartialContent},
+	} {
+		resp, body := peertest.Get(t, http.MethodGet, u, "ok", tc.rng)
+		if resp.StatusCode != tc.status || !bytes.Equal(body, data[tc.from:tc.to]) {
+			t.Errorf("range %q: %s, %d bytes; want %d, %d bytes equal to the file's", tc.rng, resp.Status, len(body), tc.status, tc.to-tc.from)
+		}
+		served += tc.to - tc.from
+	}
+	if got := testutil.ToFloat64(pm.ServedBytes); got != float64(served) {
+		t.Errorf("served bytes %v, want %d", got, served)
 	}
 }
