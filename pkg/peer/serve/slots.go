@@ -158,14 +158,18 @@ func (m *meter) add(now time.Time, n int64) {
 	m.quarter[q%int64(len(m.quarter))] += n
 }
 
-// rate is the bytes per second over the last window (the current quarter and the three before).
+// rate is the bytes per second over the three quarters before the current one and the part of the
+// current one that has passed: dividing by the whole window would read a downloader at the cap as
+// under it at the start of every quarter.
 func (m *meter) rate(now time.Time) float64 {
 	m.advance(now)
 	var sum int64
 	for _, v := range m.quarter {
 		sum += v
 	}
-	return float64(sum) / overflowEvery.Seconds()
+	q := overflowEvery / 4
+	span := 3*q + time.Duration(now.UnixNano()%int64(q))
+	return float64(sum) / span.Seconds()
 }
 
 // downloader names the requesting node: its address and the name it sends, bounded.

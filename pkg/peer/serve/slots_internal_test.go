@@ -102,3 +102,19 @@ func TestSlotsOverflow(t *testing.T) {
 		t.Errorf("rate a minute after the last byte: %.0f B/s, want 0", got)
 	}
 }
+
+// The meter reads a steady rate as that rate at every point of a quarter, not less at its start.
+func TestMeterSteadyRate(t *testing.T) {
+	var m meter
+	now := time.Unix(1000, 0)
+	for i := range 60 { // 100 bytes every 50 ms: 2000 B/s
+		now = now.Add(50 * time.Millisecond)
+		m.add(now, 100)
+		if i < 25 {
+			continue // the first window is still filling
+		}
+		if got := m.rate(now); got < 1800 || got > 2200 {
+			t.Fatalf("after %d sends: %.0f B/s, want about 2000", i+1, got)
+		}
+	}
+}
