@@ -21,6 +21,7 @@ stop_pids() {
 }
 # kube-apiserver before etcd, as envtest does.
 for name in kube-apiserver etcd; do
+  [ -n "${KUBEBUILDER_ASSETS:-}" ] || break # up.sh stopped before it wrote the env file's end
   left=()
   for exe in /proc/[0-9]*/exe; do
     t=$(readlink "$exe" 2>/dev/null) || continue

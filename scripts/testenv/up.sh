@@ -12,12 +12,20 @@ envfile=$2
 root=$(mktemp -d /tmp/wdt-XXXXXX)   # short: unix socket paths must stay under 104 characters
 pids=$root/pids
 : >"$pids"
+# Written now so that down.sh can stop what was started even if a service below fails to come up;
+# the full file replaces it at the end.
+echo "export WARMD_TESTENV_DIR=$root" >"$envfile"
 log() { echo "testenv: $*" >&2; }
 
+# Ports come from below the kernel's ephemeral range where there is room: a port in that range that
+# nothing listens on can still be the local end of some outgoing connection, and the bind then fails
+# ("address already in use"; seen once when a test run had just closed hundreds of connections).
+eph_lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 free_port() { # a random loopback port nothing listens on
-  local p
+  local p lo=20000 span=40000
+  [ "$eph_lo" -gt $((lo + 2000)) ] && span=$((eph_lo - lo))
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((lo + RANDOM % span))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
