@@ -185,9 +185,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // capped is the ResponseWriter every body goes through: bytes wait for the shared upload cap, in
-// pieces no larger than its burst, and are counted. It hands a file to the connection whole
-// (ReadFrom), so the kernel sends it from the page cache (sendfile) instead of copying it through
-// this process: serving peers then costs a node's CPUs, which its pods need, one copy per byte less.
+// pieces no larger than its burst, and are counted. It hands a file's pieces to the connection
+// itself (ReadFrom), so the kernel sends them from the page cache (sendfile) instead of copying them
+// through this process: serving peers then costs a node's CPUs, which its pods need, one copy per byte less.
 type capped struct {
 	http.ResponseWriter
 	h   *Handler
