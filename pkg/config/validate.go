@@ -95,10 +95,10 @@ func (c *NodeConfig) Validate() error {
 		p.add("containerd.backend", fmt.Sprintf("%s is not a backend", quote(c.Containerd.Backend)), "use auto, containerd or embedded")
 	}
 	switch c.Containerd.Unpack {
-	case "daemon", "parallel":
+	case "daemon", "parallel", "warmd":
 	default:
 		p.add("containerd.unpack", fmt.Sprintf("%s is not a way to unpack", quote(c.Containerd.Unpack)),
-			"use daemon (the daemon unpacks, as the kubelet does) or parallel (layers side by side; containerd 2.x with a rebase-capable snapshotter)")
+			"use warmd (warmd inflates and untars each layer itself, the big one on every core), daemon (the daemon unpacks, as the kubelet does) or parallel (layers side by side; containerd 2.x with a rebase-capable snapshotter)")
 	}
 	if !containerdNamespace.MatchString(c.Containerd.Namespace) {
 		p.add("containerd.namespace", fmt.Sprintf("%s is not a containerd namespace", quote(c.Containerd.Namespace)),

@@ -10,9 +10,16 @@
 # uncompressed) shrinks it for development. QUICK=1 uses the old quick image instead: 5
 # incompressible uncompressed 100 MiB layers.
 #
-# A fourth run per round, warmd-parallel, is warmd with containerd.unpack: parallel (warmd has the
-# daemon apply layers side by side and rebases the chain); it is logged, while the contract line's
-# warmd is the default (unpack: daemon), so the line says what a NodeConfig gets.
+# Arms, each timed until the image is pulled, unpacked and pinned:
+#   warmd        containerd.unpack: warmd (warmd inflates with pkg/inflate and untars itself), cold:
+#                no checkpoint index anywhere (the data dir's images/gzindex is emptied first);
+#   warmd_index  the same with the index the previous warmd pull left (the big layer on every core);
+#   ctr, crictl  on the daemon as most hosts run it: Go's decoder (the daemon is started with
+#                CONTAINERD_DISABLE_IGZIP=1 CONTAINERD_DISABLE_PIGZ=1, so a host that happens to have
+#                them does not change the baseline);
+#   ctr_igzip    ctr on a second containerd 2.4.2 with the same config, its own root on the same disk,
+#                and igzip (Debian isal) and unpigz (pigz) on its PATH: the best-configured peer.
+# warmd_peer (a warm peer serving the blobs) is not built yet: the line says n/a.
 #
 # Fairness: same daemon, same config; before every pull the image is removed completely (every ref,
 # then a synchronous GC) and the script checks that no layer blob and no snapshot of it is left;
@@ -21,8 +28,9 @@
 # so drift in the page cache or disk hits all three alike; medians of ROUNDS (5) are reported, with
 # every round's figures in the log. The machine this runs on may be shared: say so with the figures.
 # Runs under scripts/with-testenv.sh (WARMD_TEST_CONTAINERD, WARMD_TEST_REGISTRY, KUBEBUILDER_ASSETS).
-# Last line: images: warmd <X.XX>s, ctr <Y.YY>s, crictl <W.WW>s, ratio <Z.ZZ>   (ratio = warmd/ctr,
-# below 1 when warmd is faster; the log also prints the speedup ctr/warmd)
+# Last line: images: warmd W s, warmd_index X s, warmd_peer n/a, ctr C s, ctr_igzip G s, crictl R s,
+# ratio C/W, ratio_igzip G/W, ratio_peer n/a, floor F s   (F: the uncompressed bytes over this disk's
+# direct-write rate, measured here with dd)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export GOFLAGS=-buildvcs=false
@@ -37,10 +45,12 @@ CRICTL_VERSION=v1.37.0
 : "${KUBEBUILDER_ASSETS:?run through scripts/with-testenv.sh (make bench-images)}"
 sock=$WARMD_TEST_CONTAINERD
 ctr="$KUBEBUILDER_ASSETS/ctr --address $sock -n k8s.io"
+ctr1=$ctr
 log() { echo "bench-images: $*" >&2; }
 
 work=$(mktemp -d /tmp/wbimg-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+igz_pid=
+trap '[ -n "$igz_pid" ] && kill "$igz_pid" 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
 
 # --- tools ---
 [ -x bin/warmd ] || CGO_ENABLED=1 go build -o bin/warmd ./cmd/warmd
@@ -56,6 +66,36 @@ if [ ! -x "$crictl" ]; then
   rmdir "$tmp"
 fi
 go build -o "$work/imagegen" ./hack/imagegen
+
+# --- the best-configured peer: a second containerd 2.4.2 with igzip and unpigz on its PATH ---
+if ! command -v igzip >/dev/null || ! command -v unpigz >/dev/null; then
+  log "installing isal (igzip) and pigz (unpigz) for the ctr_igzip arm"
+  # shellcheck source=scripts/apt.sh
+  source scripts/apt.sh
+  apt_install isal pigz >&2
+fi
+c3=$work/c3
+mkdir -p "$c3/certs.d"
+cat >"$c3/config.toml" <<TOML
+version = 3
+root = "$c3/root"
+state = "$c3/state"
+[grpc]
+  address = "$c3/sock"
+[ttrpc]
+  address = "$c3/sock.ttrpc"
+[plugins."io.containerd.cri.v1.images".registry]
+  config_path = "$c3/certs.d"
+[plugins."io.containerd.transfer.v1.local"]
+  config_path = "$c3/certs.d"
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
+TOML
+PATH=$KUBEBUILDER_ASSETS:$PATH setsid "$KUBEBUILDER_ASSETS/containerd" --config "$c3/config.toml" >"$work/c3.log" 2>&1 &
+igz_pid=$!
+for _ in $(seq 100); do "$KUBEBUILDER_ASSETS/ctr" --address "$c3/sock" version >/dev/null 2>&1 && break; sleep 0.2; done
+ctr3="$KUBEBUILDER_ASSETS/ctr --address $c3/sock -n k8s.io"
+log "ctr_igzip daemon at $c3/sock with $(command -v igzip) and $(command -v unpigz) on its PATH"
 
 # --- the image ---
 if [ -n "$QUICK" ]; then
@@ -73,7 +113,9 @@ mapfile -t layer_digests < <(curl -fsS -H 'Accept: application/vnd.oci.image.man
   "http://$WARMD_TEST_REGISTRY/v2/warmd-bench/images/manifests/$digest" |
   python3 -c 'import json,sys; print("\n".join(l["digest"] for l in json.load(sys.stdin)["layers"]))')
 log "${#layer_digests[@]} layers"
-snaps_before=$($ctr snapshots ls 2>/dev/null | awk 'NR>1' | wc -l)
+snaps_before=$($ctr1 snapshots ls 2>/dev/null | awk 'NR>1' | wc -l)
+snaps_before3=0
+echo "$snaps_before" >"$work/snaps_before"
 
 cat >"$work/config.yaml" <<YAML
 apiVersion: warmd.io/v1alpha1
@@ -86,14 +128,13 @@ containerd:
 images:
 - ref: $ref
 YAML
-# the same with containerd.unpack: parallel (layers applied side by side), measured in the same
-# rounds and logged; the contract line's warmd is the default (unpack: daemon)
-sed 's/^  backend: containerd$/  backend: containerd\n  unpack: parallel/' "$work/config.yaml" >"$work/config-parallel.yaml"
+sed -i 's/^  backend: containerd$/  backend: containerd\n  unpack: warmd/' "$work/config.yaml"
+grep -q 'unpack: warmd' "$work/config.yaml"
 
 # remove_image deletes every ref pointing at the image (ours, ctr's, the CRI's aliases), waits for
 # the garbage collector, and checks no layer content is left.
 remove_image() {
-  local names
+  local ctr=$ctr snaps_before=$snaps_before names
   names=$($ctr images ls 2>/dev/null | awk -v d="$digest" 'NR>1 && $3==d {print $1}')
   if [ -n "$names" ]; then
     # shellcheck disable=SC2086
@@ -120,7 +161,7 @@ remove_image() {
 # check_image <tool>: the image is there, every layer blob is in the content store, one snapshot per
 # layer exists, and the CRI reports it pinned.
 check_image() {
-  local name=$1 have snaps
+  local name=$1 ctr=$ctr snaps_before=$snaps_before sock=$sock have snaps
   $ctr images ls 2>/dev/null | awk -v d="$digest" 'NR>1 && $3==d' | grep -q . || { log "$name left no image"; return 1; }
   have=$($ctr content ls 2>/dev/null | awk 'NR>1 {print $1}')
   for l in "${layer_digests[@]}"; do
@@ -136,9 +177,15 @@ check_image() {
 
 now() { date +%s.%N; }
 
-# timed <name> <cmd...>: remove the image, run the pull, append the seconds to $work/<name>.
+# timed <name> <cmd...>: remove the image, run the pull, append the seconds to $work/<name>. The
+# ctr_igzip arm runs against its own daemon; every other against the testenv's.
 timed() {
   local name=$1; shift
+  if [ "$name" = ctr_igzip ]; then
+    ctr=$ctr3 sock=$c3/sock snaps_before=$snaps_before3
+  else
+    ctr=$ctr1 sock=$WARMD_TEST_CONTAINERD snaps_before=$(cat "$work/snaps_before")
+  fi
   remove_image
   sync
   local t0 t1
@@ -154,34 +201,46 @@ timed() {
 
 # ctr pull and crictl pull as a node operator would run them. ctr 2.x pulls through the Transfer
 # service and unpacks into the default snapshotter, as warmd does.
-run_warmd() { "$warmd" prefetch images --config "$work/config.yaml" --progress none --log-level error; }
-run_warmdpar() { "$warmd" prefetch images --config "$work/config-parallel.yaml" --progress none --log-level error; }
+run_warmd() { rm -rf "$work/data/images/gzindex"; run_warmd_index; }
+run_warmd_index() { "$warmd" prefetch images --config "$work/config.yaml" --progress none --log-level info; }
 pin() { $ctr images label "$ref" io.cri-containerd.pinned=pinned; }
 run_ctr() { $ctr images pull --plain-http "$ref" && pin; }
+run_ctr_igzip() { run_ctr; }
 run_crictl() { "$crictl" --runtime-endpoint "unix://$sock" --image-endpoint "unix://$sock" --timeout 30m pull "$ref" && pin; }
 
 # one unmeasured warm-up of each (registry page cache, binaries in memory)
-timed warmup run_warmd; timed warmup run_warmdpar; timed warmup run_ctr; timed warmup run_crictl
+timed warmup run_warmd; timed warmup run_ctr; timed warmup run_ctr_igzip; timed warmup run_crictl
 rm -f "$work/warmup"
-order=(warmd warmdpar ctr crictl)
+# warmd_index always follows warmd (it uses the index that pull left); the pairs rotate with the rest
+order=(warmd ctr ctr_igzip crictl)
 for ((r = 1; r <= ROUNDS; r++)); do
   # rotate the starting tool every round
   for ((i = 0; i < ${#order[@]}; i++)); do
     t=${order[$(((r + i) % ${#order[@]}))]}
     timed "$t" "run_$t"
+    if [ "$t" = warmd ]; then
+      grep -o 'decoder=[a-z-]*' "$work/warmd.out" | sort | uniq -c | tr '\n' ' ' | sed 's/^/bench-images: warmd decoders: /' >&2; echo >&2
+      timed warmd_index run_warmd_index
+      grep -o 'decoder=[a-z-]*' "$work/warmd_index.out" | sort | uniq -c | tr '\n' ' ' | sed 's/^/bench-images: warmd_index decoders: /' >&2; echo >&2
+    fi
   done
-  log "round $r: warmd $(tail -1 "$work/warmd")s warmd-parallel $(tail -1 "$work/warmdpar")s ctr $(tail -1 "$work/ctr")s crictl $(tail -1 "$work/crictl")s"
+  log "round $r: warmd $(tail -1 "$work/warmd")s warmd_index $(tail -1 "$work/warmd_index")s ctr $(tail -1 "$work/ctr")s ctr_igzip $(tail -1 "$work/ctr_igzip")s crictl $(tail -1 "$work/crictl")s"
 done
-remove_image
+ctr=$ctr1 sock=$WARMD_TEST_CONTAINERD; remove_image
+ctr=$ctr3 snaps_before=0; remove_image
+
+# floor: the uncompressed bytes over this disk's direct-write rate (dd, 2 GiB, on the same disk)
+unc=$(grep -o 'inflated=[0-9]*' "$work/warmd.out" | awk -F= '{s+=$2} END {print s}')
+dd_out=$(dd if=/dev/zero of="$work/ddtest" bs=4M count=512 oflag=direct 2>&1 | tail -1)
+rm -f "$work/ddtest"
+rate=$(awk '{for (i=1;i<=NF;i++) if ($i ~ /^s,$/) print 2147483648/$(i-1)}' <<<"$dd_out")
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-mw=$(median "$work/warmd"); mc=$(median "$work/ctr"); mr=$(median "$work/crictl"); mp=$(median "$work/warmdpar")
-log "warmd runs: $(tr '\n' ' ' <"$work/warmd")"
-log "ctr runs: $(tr '\n' ' ' <"$work/ctr")"
-log "crictl runs: $(tr '\n' ' ' <"$work/crictl")"
-log "warmd-parallel runs: $(tr '\n' ' ' <"$work/warmdpar")"
-log "warmd $(grep -m1 '^Backend:' "$work/warmd.out")"
-log "warmd-parallel $(grep -m1 '^Backend:' "$work/warmdpar.out")"
-log "speedup ctr/warmd-parallel $(echo "$mc / $mp" | bc -l | xargs printf '%.2f')x (containerd.unpack: parallel; not the default, see pkg/config/types.go)"
-log "speedup ctr/warmd $(echo "$mc / $mw" | bc -l | xargs printf '%.2f')x (goal 1.5x), crictl/warmd $(echo "$mr / $mw" | bc -l | xargs printf '%.2f')x"
-printf 'images: warmd %.2fs, ctr %.2fs, crictl %.2fs, ratio %.2f\n' "$mw" "$mc" "$mr" "$(echo "$mw / $mc" | bc -l)"
+mw=$(median "$work/warmd"); mx=$(median "$work/warmd_index"); mc=$(median "$work/ctr"); mg=$(median "$work/ctr_igzip"); mr=$(median "$work/crictl")
+for a in warmd warmd_index ctr ctr_igzip crictl; do log "$a runs: $(tr '\n' ' ' <"$work/$a")"; done
+log "warmd $(grep -m1 'image backend ready' "$work/warmd.out" | cut -c1-300)"
+log "disk: $dd_out"
+floor=$(echo "${unc:-0} / ${rate:-1}" | bc -l)
+log "floor: $unc uncompressed bytes (the layers' tars, from warmd's log) at $rate B/s direct write"
+printf 'images: warmd %.2fs, warmd_index %.2fs, warmd_peer n/a, ctr %.2fs, ctr_igzip %.2fs, crictl %.2fs, ratio %.2f, ratio_igzip %.2f, ratio_peer n/a, floor %.2fs\n' \
+  "$mw" "$mx" "$mc" "$mg" "$mr" "$(echo "$mc / $mw" | bc -l)" "$(echo "$mg / $mw" | bc -l)" "$floor"

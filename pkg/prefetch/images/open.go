@@ -9,9 +9,11 @@ import (
 	"slices"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/containerd"
 	"warmd.io/warmd/pkg/prefetch/images/embedded"
+	"warmd.io/warmd/pkg/prefetch/images/layerindex"
 	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
 
@@ -20,11 +22,19 @@ import (
 func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefetch.Images, error) {
 	reg := Registry(cfg)
 	openCD := func() (prefetch.Images, error) {
-		return containerd.New(ctx, containerd.Options{
+		o := containerd.Options{
 			Address: cfg.Containerd.Address, Namespace: cfg.Containerd.Namespace,
 			Snapshotter: cfg.Containerd.Snapshotter, Registry: reg, Log: log,
 			Path: apiPath(cfg.Containerd.Unpack),
-		})
+		}
+		if o.Path == containerd.PathWarmd {
+			idx, err := openIndexes(cfg.DataDir)
+			if err != nil {
+				return nil, err
+			}
+			o.Indexes = idx
+		}
+		return containerd.New(ctx, o)
 	}
 	openEmbedded := func() (prefetch.Images, error) {
 		return embedded.New(embedded.Options{Dir: filepath.Join(cfg.DataDir, "images"), Registry: reg, Log: log})
@@ -52,10 +62,25 @@ func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefet
 // apiPath maps containerd.unpack to the backend's API path: parallel forces the parallel path; daemon
 // (or empty) leaves the backend to detect Transfer or, on a daemon without it (1.6), Pull.
 func apiPath(unpack string) string {
-	if unpack == "parallel" {
+	switch unpack {
+	case "parallel":
 		return containerd.PathParallel
+	case "warmd":
+		return containerd.PathWarmd
 	}
 	return ""
+}
+
+// openIndexes keeps layers' gzip checkpoint indexes under <dataDir>/images/gzindex.
+func openIndexes(dataDir string) (*layerindex.Dir, error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	root, err := fsroot.Open(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	return layerindex.Open(root, fsroot.MustPath("images/gzindex"))
 }
 
 // Registry is the registry access the config describes.

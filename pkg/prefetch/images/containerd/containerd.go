@@ -51,6 +51,9 @@ type Options struct {
 	MaxConcurrentDownloads int
 	// PollInterval is how often ListStatuses is polled for progress on the pull path. Default 250ms.
 	PollInterval time.Duration
+	// Indexes keeps gzip checkpoint indexes for the warmd path; nil keeps none (every layer
+	// inflates serially).
+	Indexes IndexStore
 	// DialTimeout bounds connecting to the socket. Default 10s.
 	DialTimeout time.Duration
 	Log         *slog.Logger
@@ -59,6 +62,8 @@ type Options struct {
 // Backend pulls, unpacks and pins images through containerd.
 type Backend struct {
 	opts    Options
+	roots   roots // the daemon's content and snapshot dirs (warmd path)
+	stats   unpackStats
 	client  *client.Client
 	info    prefetch.BackendInfo
 	path    string
@@ -124,9 +129,26 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			return nil, fmt.Errorf("containerd API path parallel needs a snapshotter that can rebase, which %s cannot: set containerd.unpack: daemon, or use overlayfs", opts.Snapshotter)
 		}
 	}
-	if b.path != PathTransfer && b.path != PathPull && b.path != PathParallel {
+	if b.path == PathWarmd {
+		why := ""
+		if ok, w := hasTransfer(vctx, c); !ok {
+			why = "the daemon lacks the Transfer API (" + w + ")"
+		} else if !hasRebase(vctx, c, opts.Snapshotter) {
+			why = "snapshotter " + opts.Snapshotter + " cannot rebase"
+		} else if b.roots, err = findRoots(vctx, c, opts.Snapshotter); err != nil {
+			why = err.Error()
+		}
+		if why != "" {
+			b.path = PathPull
+			if ok, _ := hasTransfer(vctx, c); ok {
+				b.path = PathTransfer
+			}
+			opts.Log.Warn("warmd cannot unpack on this node; the daemon unpacks instead", "why", why, "path", b.path)
+		}
+	}
+	if b.path != PathTransfer && b.path != PathPull && b.path != PathParallel && b.path != PathWarmd {
 		c.Close()
-		return nil, fmt.Errorf("containerd API path %q is not parallel, transfer or pull", b.path)
+		return nil, fmt.Errorf("containerd API path %q is not warmd, parallel, transfer or pull", b.path)
 	}
 	b.info = prefetch.BackendInfo{
 		Name: "containerd",
@@ -182,7 +204,7 @@ func (b *Backend) Pull(ctx context.Context, r prefetch.Resolved, progress func(p
 	}
 	var err error
 	switch b.path {
-	case PathParallel:
+	case PathParallel, PathWarmd:
 		err = b.pullParallel(ctx, r, progress)
 	case PathTransfer:
 		err = b.pullTransfer(ctx, r, progress)

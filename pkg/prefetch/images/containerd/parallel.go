@@ -3,6 +3,7 @@ package containerd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -133,8 +134,23 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 		fetchErr = <-fetched
 		close(fetchDone)
 	}()
+	// On the warmd path each layer is applied onto its committed parent, in order, exactly as the
+	// daemon's applier does (its lower dirs give implicit parent directories their owners and
+	// modes); fetching still runs ahead, and a big layer still inflates on every core.
+	applied := make([]chan struct{}, len(layers)+1)
+	for i := range applied {
+		applied[i] = make(chan struct{})
+	}
+	close(applied[first])
 	for i := first; i < len(layers); i++ {
 		g.Go(func() error {
+			if b.path == PathWarmd {
+				select {
+				case <-applied[i]:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
 			select {
 			case <-ready[i]:
 			case <-fetchDone: // done without a completion event for this layer: it is in, or failed
@@ -146,6 +162,10 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 			}
 			key, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
 			keys[i] = key
+			if err == nil && b.path == PathWarmd {
+				err = b.commitLayer(gctx, sn, layers, diffIDs, chain, keys, i)
+				close(applied[i+1])
+			}
 			return err
 		})
 	}
@@ -203,17 +223,39 @@ func (b *Backend) transferContent(ctx context.Context, r prefetch.Resolved, tr *
 	return nil
 }
 
-// applyLayer prepares layer i's snapshot (parentless: the chain is rebased at commit), has the
-// daemon apply the blob, checks the diff ID, and returns the snapshot's key.
+// applyLayer prepares layer i's snapshot (parentless: the chain is rebased at commit), applies the
+// blob (warmd itself on the warmd path, else the daemon's diff service), checks the diff ID, and
+// returns the snapshot's key.
 func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, error) {
-	sn := b.client.SnapshotService(b.opts.Snapshotter)
-	key := fmt.Sprintf(snapshots.UnpackKeyFormat, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i), chain[i])
-	mounts, err := sn.Prepare(ctx, key, "", snapshots.WithLabels(snapshotLabels(desc, diffID, chain, i)))
+	key, mounts, err := b.prepareLayer(ctx, desc, diffID, chain, i)
 	if err != nil {
-		return "", fmt.Errorf("prepare snapshot for layer %d (%s): %w", i, desc.Digest, err)
+		return key, err
 	}
-	if i > 0 {
-		mounts = bindToOverlay(mounts) // so the applier writes overlay whiteouts, as containerd's unpacker does
+	if b.path == PathWarmd {
+		st, err := b.applyOwn(ctx, desc, diffID, mounts, true)
+		if err != nil && st.Decoder == "gzip-warmd-indexed" && ctx.Err() == nil {
+			// A stored index that does not fit this layer costs only itself: drop the snapshot it
+			// wrote into and decode serially (which records a fresh index).
+			b.opts.Log.Warn("layer's gzip index failed; decoding it serially", "layer", i, "digest", desc.Digest, "err", err)
+			_ = b.client.SnapshotService(b.opts.Snapshotter).Remove(context.WithoutCancel(ctx), key)
+			if err := b.opts.Indexes.Remove(ctx, desc.Digest); err != nil {
+				b.opts.Log.Warn("could not drop the layer's gzip index", "digest", desc.Digest, "err", err)
+			}
+			if key, mounts, err = b.prepareLayer(ctx, desc, diffID, chain, i); err != nil {
+				return key, err
+			}
+			st, err = b.applyOwn(ctx, desc, diffID, mounts, false)
+		}
+		if !errors.Is(err, errUnsupported) {
+			if err != nil {
+				return key, fmt.Errorf("layer %d: %w", i, err)
+			}
+			b.opts.Log.Info("layer unpacked by warmd", "layer", i, "digest", desc.Digest, "decoder", st.Decoder,
+				"compressed", st.Compressed, "inflated", st.Inflated, "seconds", st.Seconds, "indexBuilt", st.IndexBuilt)
+			b.stats.add(st)
+			return key, b.labelUncompressed(ctx, desc, diffID)
+		}
+		b.opts.Log.Info("warmd does not write this layer's mounts; the daemon applies it", "layer", i, "err", err)
 	}
 	t0 := time.Now()
 	got, err := b.client.DiffService().Apply(ctx, desc, mounts)
@@ -225,6 +267,24 @@ func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffI
 		return key, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
 	}
 	return key, b.labelUncompressed(ctx, desc, diffID)
+}
+
+// prepareLayer makes layer i's parentless snapshot and returns its key and mounts.
+func (b *Backend) prepareLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, []mount.Mount, error) {
+	sn := b.client.SnapshotService(b.opts.Snapshotter)
+	key := fmt.Sprintf(snapshots.UnpackKeyFormat, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i), chain[i])
+	parent := ""
+	if b.path == PathWarmd && i > 0 {
+		parent = chain[i-1].String()
+	}
+	mounts, err := sn.Prepare(ctx, key, parent, snapshots.WithLabels(snapshotLabels(desc, diffID, chain, i)))
+	if err != nil {
+		return "", nil, fmt.Errorf("prepare snapshot for layer %d (%s): %w", i, desc.Digest, err)
+	}
+	if i > 0 && parent == "" {
+		mounts = bindToOverlay(mounts) // so the applier writes overlay whiteouts, as containerd's unpacker does
+	}
+	return key, mounts, nil
 }
 
 // fetchMeta stores the index (if any), the platform's manifest and the config with the children
@@ -286,15 +346,26 @@ func snapshotLabels(desc ocispec.Descriptor, diffID digest.Digest, chain []diges
 // commitChain commits the layers' snapshots bottom-up, rebasing each onto its parent chain.
 func (b *Backend) commitChain(ctx context.Context, sn snapshots.Snapshotter, layers []ocispec.Descriptor, diffIDs, chain []digest.Digest, keys []string, first int) error {
 	for i := first; i < len(layers); i++ {
-		opts := []snapshots.Opt{snapshots.WithLabels(snapshotLabels(layers[i], diffIDs[i], chain, i))}
-		if i > 0 {
-			opts = append(opts, snapshots.WithParent(chain[i-1].String()))
+		if err := b.commitLayer(ctx, sn, layers, diffIDs, chain, keys, i); err != nil {
+			return err
 		}
-		if err := sn.Commit(ctx, chain[i].String(), keys[i], opts...); err != nil && !errdefs.IsAlreadyExists(err) {
-			return fmt.Errorf("commit layer %d (%s): %w", i, layers[i].Digest, err)
-		}
-		keys[i] = ""
 	}
+	return nil
+}
+
+// commitLayer commits layer i's snapshot as its chain ID (a no-op once committed).
+func (b *Backend) commitLayer(ctx context.Context, sn snapshots.Snapshotter, layers []ocispec.Descriptor, diffIDs, chain []digest.Digest, keys []string, i int) error {
+	if keys[i] == "" {
+		return nil
+	}
+	opts := []snapshots.Opt{snapshots.WithLabels(snapshotLabels(layers[i], diffIDs[i], chain, i))}
+	if i > 0 {
+		opts = append(opts, snapshots.WithParent(chain[i-1].String()))
+	}
+	if err := sn.Commit(ctx, chain[i].String(), keys[i], opts...); err != nil && !errdefs.IsAlreadyExists(err) {
+		return fmt.Errorf("commit layer %d (%s): %w", i, layers[i].Digest, err)
+	}
+	keys[i] = ""
 	return nil
 }
 
