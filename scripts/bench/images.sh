@@ -240,7 +240,7 @@ mw=$(median "$work/warmd"); mx=$(median "$work/warmd_index"); mc=$(median "$work
 for a in warmd warmd_index ctr ctr_igzip crictl; do log "$a runs: $(tr '\n' ' ' <"$work/$a")"; done
 log "warmd $(grep -m1 'image backend ready' "$work/warmd.out" | cut -c1-300)"
 log "disk: $dd_out"
-floor=$(echo "${unc:-0} / ${rate:-1}" | bc -l)
+floor=$(awk -v u="${unc:-0}" -v r="${rate:-1}" 'BEGIN {print u / r}')
 log "floor: $unc uncompressed bytes (the layers' tars, from warmd's log) at $rate B/s direct write"
 printf 'images: warmd %.2fs, warmd_index %.2fs, warmd_peer n/a, ctr %.2fs, ctr_igzip %.2fs, crictl %.2fs, ratio %.2f, ratio_igzip %.2f, ratio_peer n/a, floor %.2fs\n' \
   "$mw" "$mx" "$mc" "$mg" "$mr" "$(echo "$mc / $mw" | bc -l)" "$(echo "$mg / $mw" | bc -l)" "$floor"
