@@ -79,7 +79,7 @@ containerd:
 		`weights.chunkSize: 1Ki is outside 1Mi..1Gi`,
 		`weights.pageCache: "readBack" is not a page-cache mode (use bypass (O_DIRECT, the default) or keep)`,
 		`api.listen: "9400" is not host:port`,
-		`containerd.unpack: "sideways" is not a way to unpack (use daemon`,
+		`containerd.unpack: "sideways" is not a way to unpack (use warmd`,
 	}
 	msg := err.Error()
 	for _, w := range want {

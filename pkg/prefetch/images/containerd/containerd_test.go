@@ -36,7 +36,10 @@ type daemon struct {
 var daemons = []daemon{
 	{name: "containerd-2.4", socket: testenv.Containerd, wantPath: containerd.PathTransfer, criPinned: true},
 	{name: "containerd-2.4-parallel", socket: testenv.Containerd, path: containerd.PathParallel, wantPath: containerd.PathParallel, criPinned: true},
+	{name: "containerd-2.4-warmd", socket: testenv.Containerd, path: containerd.PathWarmd, wantPath: containerd.PathWarmd, criPinned: true},
 	{name: "containerd-1.6", socket: testenv.Containerd16, wantPath: containerd.PathPull},
+	// 1.6 has no Transfer API: the warmd path is refused by name and the daemon unpacks.
+	{name: "containerd-1.6-warmd", socket: testenv.Containerd16, path: containerd.PathWarmd, wantPath: containerd.PathPull},
 }
 
 func newBackend(t *testing.T, socket, path string, reg oci.Registry) *containerd.Backend {

@@ -236,6 +236,7 @@ func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffI
 		if err != nil && st.Decoder == "gzip-warmd-indexed" && ctx.Err() == nil {
 			// A stored index that does not fit this layer costs only itself: drop the snapshot it
 			// wrote into and decode serially (which records a fresh index).
+			why := err.Error()
 			b.opts.Log.Warn("layer's gzip index failed; decoding it serially", "layer", i, "digest", desc.Digest, "err", err)
 			_ = b.client.SnapshotService(b.opts.Snapshotter).Remove(context.WithoutCancel(ctx), key)
 			if err := b.opts.Indexes.Remove(ctx, desc.Digest); err != nil {
@@ -245,6 +246,7 @@ func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffI
 				return key, err
 			}
 			st, err = b.applyOwn(ctx, desc, diffID, mounts, false)
+			st.IndexDiscarded = why
 		}
 		if !errors.Is(err, errUnsupported) {
 			if err != nil {
