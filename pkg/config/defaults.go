@@ -34,7 +34,7 @@ func (c *NodeConfig) Default() {
 	setStr(&c.Containerd.Namespace, DefaultNamespace)
 	setStr(&c.Containerd.Snapshotter, DefaultSnapshotter)
 	setStr(&c.Containerd.Backend, "auto")
-	setStr(&c.Containerd.Unpack, "daemon")
+	setStr(&c.Containerd.Unpack, "warmd")
 	setStr(&c.S3.Region, DefaultRegion)
 	if c.S3.UsePathStyle == nil {
 		v := c.S3.Endpoint != ""
