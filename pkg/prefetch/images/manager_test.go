@@ -34,8 +34,13 @@ type backend struct {
 }
 
 var backends = []backend{
-	{"containerd-2.4", "transfer", func(t *testing.T, c *config.NodeConfig) {
+	// The default, containerd.unpack: warmd (warmd inflates and untars each layer itself).
+	{"containerd-2.4", "warmd", func(t *testing.T, c *config.NodeConfig) {
 		c.Containerd.Address, c.Containerd.Backend = testenv.Containerd(t), "containerd"
+	}},
+	// containerd.unpack: daemon, the daemon's own Transfer unpack.
+	{"containerd-2.4-daemon", "transfer", func(t *testing.T, c *config.NodeConfig) {
+		c.Containerd.Address, c.Containerd.Backend, c.Containerd.Unpack = testenv.Containerd(t), "containerd", "daemon"
 	}},
 	// containerd.unpack: parallel, the whole manager suite on warmd's parallel-unpack path.
 	{"containerd-2.4-parallel", "parallel", func(t *testing.T, c *config.NodeConfig) {
@@ -333,7 +338,7 @@ func TestManager(t *testing.T) {
 // complete on a later attempt once the daemon is back.
 func TestManagerContainerdRestart(t *testing.T) {
 	for _, tc := range []struct{ name, major, path string }{
-		{"containerd-2.4", "2", "transfer"},
+		{"containerd-2.4", "2", "warmd"},
 		{"containerd-1.6", "1", "pull"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -69,7 +69,7 @@ func findRoots(ctx context.Context, c *client.Client, snapshotter string) (roots
 	if r.content == "" || r.snapshots == "" {
 		return r, fmt.Errorf("the daemon does not report its content and %s snapshotter roots", snapshotter)
 	}
-	if _, err := os.Stat(filepath.Join(r.content, "blobs")); err != nil {
+	if _, err := os.Stat(r.content); err != nil {
 		return r, fmt.Errorf("content store %s is not visible here (mount the containerd root into warmd's pod at the same path): %w", r.content, err)
 	}
 	if err := unix.Access(r.snapshots, unix.W_OK); err != nil {
