@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	kgzip "github.com/klauspost/compress/gzip"
 
@@ -287,3 +288,41 @@ func mustReader(z []byte) io.Reader {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestIndexedSlowConsumer: a consumer slower than the decoders must not let any worker run ahead
+// and take the buffers the span being emitted needs (a deadlock the bench found: spans of 16 chunks,
+// a pool sized for one span per worker, and a worker two spans ahead).
+func TestIndexedSlowConsumer(t *testing.T) {
+	unit := corpus(t)["mixed"]
+	var data []byte
+	for len(data) < 64<<20 {
+		data = append(data, unit...)
+	}
+	z := gz(t, data, 1, true)
+	_, res, err := collect(t, z, inflate.Options{Span: 12 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Index.Points) < 4 {
+		t.Fatalf("only %d points", len(res.Index.Points))
+	}
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := inflate.DecodeIndexed(context.Background(), bytes.NewReader(z), res.Index, func(c *inflate.Chunk) error {
+			out.Write(c.Data)
+			c.Release()
+			time.Sleep(15 * time.Millisecond)
+			return nil
+		}, inflate.Options{Workers: 2})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil || !bytes.Equal(out.Bytes(), data) {
+			t.Fatalf("err %v, equal %v", err, bytes.Equal(out.Bytes(), data))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the indexed decode hung")
+	}
+}

@@ -39,10 +39,12 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 	workers = max(1, min(workers, segs))
 	pool := o.Pool
 	if pool == nil {
-		pool = NewPool(workers*(segChunks+1)+DefaultHold+2, chunkSize)
+		pool = NewPool(workers*(segChunks+2)+DefaultHold+2, chunkSize)
 	}
-	// Spans waiting to be emitted must not take the buffers the one being emitted needs.
-	workers = max(1, min(workers, (pool.Cap()-DefaultHold-2)/(segChunks+1)+1))
+	// Spans waiting to be emitted must not take the buffers the one being emitted needs: each of the
+	// at most `workers` unemitted spans holds its queued chunks plus two in hand (flush takes the
+	// next buffer before it hands the current one on).
+	workers = max(1, min(workers, (pool.Cap()-DefaultHold-2)/(segChunks+2)))
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -52,6 +54,10 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 		outs[i] = make(chan *Chunk, segChunks)
 	}
 	next := make(chan int)
+	// At most `workers` spans are started and not yet emitted, so each worker runs at most one span
+	// ahead of the emitter, and the pool covers them all: a worker that ran further ahead could take
+	// the buffers the span being emitted needs.
+	inflight := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -67,6 +73,14 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 	go func() {
 		defer close(next)
 		for k := range segs {
+			select {
+			case inflight <- struct{}{}:
+			case <-ctx.Done():
+				for ; k < segs; k++ {
+					close(outs[k])
+				}
+				return
+			}
 			select {
 			case next <- k:
 			case <-ctx.Done():
@@ -90,6 +104,7 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 			}
 			c.Release()
 		}
+		<-inflight
 		if err == nil && errs[k] != nil {
 			err = errs[k]
 		}
