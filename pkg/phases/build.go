@@ -23,7 +23,10 @@ func (e *events) result(opts Options, include map[string]bool) Result {
 		InitEngineSeconds: e.initEngine.value(),
 	}
 	mk := e.merged(include)
-	ready := mk.appReady.ok || mk.listening.ok
+	// An offline LLM run has no server: it is up when its engine is, and it shows that by submitting
+	// its prompts (a server never prints those bars).
+	offline := !mk.appReady.ok && !mk.listening.ok && mk.offline.ok
+	ready := mk.appReady.ok || mk.listening.ok || offline
 	failed := false
 	switch {
 	case ready:
@@ -122,7 +125,15 @@ func (e *events) result(opts Options, include map[string]bool) Result {
 	if !up.ok {
 		up = mk.listening
 	}
-	add(PhaseServerUp, span(engineDone, up))
+	if offline {
+		up = mk.offline
+		if engineDone.ok && !engineDone.t.After(up.t) {
+			up = engineDone
+		}
+	}
+	if !offline {
+		add(PhaseServerUp, span(engineDone, up))
+	}
 	add(PhaseFirstHealth, span(up, mk.health))
 	switch {
 	case ready:
@@ -143,10 +154,13 @@ func (e *events) result(opts Options, include map[string]bool) Result {
 // start, the latest (slowest rank) of those every rank prints. A nil include takes every domain.
 func (e *events) merged(include map[string]bool) marks {
 	var out marks
-	for dom, m := range e.dom {
+	for dom, dm := range e.dom {
 		if include != nil && !include[dom] {
 			continue
 		}
+		c := *dm
+		c.fill() // on a copy: a summary line read later still replaces a bound
+		m := &c
 		for _, f := range []struct {
 			dst, src *milestone
 			first    bool
@@ -156,6 +170,7 @@ func (e *events) merged(include map[string]bool) marks {
 			{&out.compileDone, &m.compileDone, false}, {&out.captureStart, &m.captureStart, true},
 			{&out.kvDone, &m.kvDone, false}, {&out.initDone, &m.initDone, false}, {&out.listening, &m.listening, true},
 			{&out.appReady, &m.appReady, true}, {&out.health, &m.health, true}, {&out.failAt, &m.failAt, true},
+			{&out.offline, &m.offline, true},
 		} {
 			if !f.src.ok {
 				continue

@@ -97,6 +97,10 @@ type marks struct {
 	captureHasSecs bool
 	// failAt is the first line that said the start failed.
 	failAt milestone
+	// weightsEnd is the last line saying a rank's weights are loaded; offline the first line of an
+	// offline run's prompts; trans the domain's stage changes (stages.go).
+	weightsEnd, offline milestone
+	trans               []transition
 }
 
 // events accumulates what the lines said.
@@ -135,7 +139,15 @@ func num(s string) (float64, bool) {
 	return f, err == nil && f >= 0 && f < 1e9
 }
 
+// clip bounds a line quoted into a Result (its error) and makes it safe to show: control characters
+// (a terminal escape a hostile log could carry) become spaces, and it is cut to 300 bytes.
 func clip(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return ' '
+		}
+		return r
+	}, reANSI.ReplaceAllString(s, ""))
 	s = strings.TrimSpace(s)
 	if len(s) > 300 {
 		s = strings.ToValidUTF8(s[:300], "") + "…"
@@ -172,6 +184,15 @@ func (e *events) observe(p *Parser, in inner, proc, dom string, t time.Time, ok 
 	api := func() { p.cl.markPrimary(dom) }
 	if e.fail.observe(in, proc) {
 		at(&m.failAt, true)
+	}
+	if st := stageOf(msg); st != stNone && ok && !e.ready {
+		m.enter(st, t)
+		if st == stServer && reOffline.MatchString(strings.TrimSpace(msg)) {
+			at(&m.offline, true)
+		}
+	}
+	if reWeightsEnd.MatchString(msg) {
+		at(&m.weightsEnd, false)
 	}
 
 	switch {
@@ -269,7 +290,7 @@ func (e *events) observe(p *Parser, in inner, proc, dom string, t time.Time, ok 
 	case report(&e.initEngine, reInitEngine):
 		at(&m.initDone, false)
 	case strings.Contains(msg, "Starting vLLM API server"), strings.Contains(msg, "Starting vLLM server on"),
-		strings.Contains(msg, "Uvicorn running on"):
+		strings.Contains(msg, "Uvicorn running on"), reEmbeddedReady.MatchString(msg):
 		api()
 		at(&m.listening, true)
 	case strings.Contains(msg, "Application startup complete"):

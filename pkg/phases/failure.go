@@ -29,12 +29,29 @@ var fatalMarks = []string{
 	"CUDA out of memory", "died unexpectedly",
 }
 
+// A process that dies without a Python traceback leaves two kinds of line. A cause says what went
+// wrong in the process (the signal's reason, the collective that hung, the device fault, the C++
+// exception's what()); a death only says that a process is gone (a shell's or a supervisor's note, a
+// bare "Killed"). The error is the first cause, else the first death; either makes the start failed.
+var (
+	reCause = regexp.MustCompile(`Fatal Python error: |^Segmentation fault|SIGSEGV|SIGBUS|SIGILL|SIGFPE|` +
+		`Watchdog caught collective operation timeout|NCCL (?:error|WARN .*(?:timeout|failure))|ncclSystemError|ncclInternalError|` +
+		`Memory access fault by GPU|HW Exception by GPU|GPU Hang|Xid \d+|GPU has fallen off the bus|` +
+		`^\s*what\(\):\s+\S|^terminate called after throwing|` +
+		`Out of memory: Killed process|Memory cgroup out of memory|OOMKilled|killed due to memory pressure`)
+	reDeath = regexp.MustCompile(`(?:^|\s)Aborted(?: \(core dumped\))?(?:\s|$)|\(core dumped\)|^Killed$|\bKilled\s+\S.*(?:python|vllm)|` +
+		`died, exit code: -?\d+|exited with (?:exit )?code -?\d+|killed by signal|terminated by signal|` +
+		`received signal SIG(?:KILL|SEGV|ABRT|BUS|TERM)|exit code:? (?:-(?:6|9|11)|13[479])\b|` +
+		`A worker died or was killed|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|worker died \(-?\d+\)`)
+)
+
 // maxTracebackProcs bounds the per-process traceback state a hostile log can create.
 const maxTracebackProcs = 256
 
 // failure picks the line that says why a start failed: the first exception that is not a wrapper
 // (a pydantic ValidationError resolved to its detail line), else the first wrapper, else the first
-// fatal marker, else the first ERROR line.
+// cause of a death without a traceback, else the first fatal marker, else the first death, else the
+// first ERROR line.
 type failure struct {
 	inTraceback map[string]bool // per process: its lines are a traceback's body
 	validation  map[string]bool // per process: the next "[type=" line is a ValidationError's detail
@@ -43,6 +60,8 @@ type failure struct {
 	root        string
 	wrapper     string
 	fatal       string
+	cause       string // a death's reason, when no exception gave one (reCause)
+	death       string // a process is gone and nothing said why (reDeath)
 	errorLevel  string
 }
 
@@ -96,6 +115,22 @@ func (f *failure) observe(in inner, proc string) bool {
 		f.exception(msg, proc)
 		return !was
 	}
+	if reCause.MatchString(msg) {
+		f.failed = true
+		// "terminate called after throwing an instance of 'c10::Error'" names only the type; the
+		// "  what():  CUDA error: …" line after it says what happened.
+		if f.cause == "" || strings.HasPrefix(f.cause, "terminate called") && strings.HasPrefix(strings.TrimSpace(msg), "what():") {
+			f.cause = clip(msg)
+		}
+		return !was
+	}
+	if reDeath.MatchString(msg) {
+		f.failed = true
+		if f.death == "" {
+			f.death = clip(msg)
+		}
+		return !was
+	}
 	for _, marker := range fatalMarks {
 		if strings.Contains(msg, marker) {
 			f.failed = true
@@ -128,5 +163,5 @@ func (f *failure) exception(msg, proc string) {
 
 // reason is the line to show for a failed start.
 func (f *failure) reason() string {
-	return firstNonEmpty(f.root, f.wrapper, f.fatal, f.errorLevel)
+	return firstNonEmpty(f.root, f.wrapper, f.cause, f.fatal, f.death, f.errorLevel)
 }

@@ -92,8 +92,10 @@ func TestParseFixtures(t *testing.T) {
 		{"day-rollover.log", want{version: "0.9.2", engine: "v1", tp: 1, outcome: OutcomeReady, cache: CacheHit, clock: ClockVLLM,
 			phases:   map[string]float64{PhaseImports: 8, PhaseEngineStart: 6, PhaseWeightLoad: 19, PhaseTorchCompile: 4, PhaseKVCacheAndWarmup: 2, PhaseGraphCapture: 16, PhaseServerUp: 1, PhaseTotal: 56},
 			reported: []string{"model_load_seconds", "torch_compile_seconds", "graph_capture_seconds", "init_engine_seconds"}}},
+		// No engine config and no "Model loading took": imports and engine start stay unknown (no line
+		// splits them); weight load ends at "Loading weights took", compile starts there (stages.go).
 		{"missing-lines.log", want{outcome: OutcomeIncomplete, cache: CacheUnknown, model: "Qwen/Qwen3-8B", clock: ClockCRI,
-			phases:   map[string]float64{},
+			phases:   map[string]float64{PhaseWeightLoad: 4, PhaseTorchCompile: 22},
 			reported: []string{"weights_load_seconds", "dynamo_transform_seconds", "torch_compile_seconds"}}},
 	}
 	for _, tc := range tests {
