@@ -10,8 +10,9 @@
 // a time) and otherwise waits for a slot, and moves to peers as slots free up; with Refresh it also
 // finds peers that became warm after it started. The origin's egress cap is shared equally among
 // the nodes on it. A node that finishes becomes a peer.
-// Piece-level sharing between cold nodes (Dragonfly's) is not what warmd does; its ideal is printed
-// alongside for comparison.
+// units.go models what issue 28 adds: serving each file (file-level) or each multipart part
+// (piece-level, Dragonfly's way) the moment it is verified, joining nodes included; -table prints
+// those beside whole-revision serving and the piece-sharing bound.
 package main
 
 import (
@@ -180,14 +181,20 @@ func contains(s []int, v int) bool {
 	return false
 }
 
-// ideal is Dragonfly-style piece sharing at its best: the origin sends each byte once and every node,
-// cold or warm, uploads at its cap, so the scale-out finishes when the slower of the origin feeding
-// one copy and the swarm's total upload covering every copy allows.
+// ideal is Dragonfly-style piece sharing at its best: the origin sends each byte once (none when a
+// node is warm already) and every node
+// that takes part (warm or joining; the rest of the fleet holds nothing to send) uploads at its cap
+// from the first second, so the scale-out finishes when the slower of the origin feeding one copy and
+// the swarm's upload (its nodes' caps and the origin) covering every copy allows. It is a bound, not a
+// design: no joining node can send what it has not received yet.
 func ideal(p params) result {
 	need := float64(p.ScaleOut) * p.Model
-	up := float64(p.Fleet) * p.UploadCap // the whole fleet uploads (warm nodes and joining ones)
-	t := math.Max(p.Model/math.Min(p.NodeRate, p.OriginCap), need/math.Min(up, float64(p.ScaleOut)*p.NodeRate))
-	return result{OriginBytes: p.Model, AllWarm: t}
+	up := float64(p.Warm+p.ScaleOut)*p.UploadCap + p.OriginCap
+	first, origin := p.Model/math.Min(p.NodeRate, p.OriginCap), p.Model
+	if p.Warm > 0 { // the warm nodes feed the swarm; the origin need not send a byte
+		first, origin = p.Model/p.NodeRate, 0
+	}
+	return result{OriginBytes: origin, AllWarm: math.Max(first, need/math.Min(up, float64(p.ScaleOut)*p.NodeRate))}
 }
 
 func main() {
@@ -206,19 +213,23 @@ func main() {
 	flag.Float64Var(&nodeGBs, "node-gbs", 2.0, "one node's fetch rate in GB/s (measured: make bench-weights)")
 	flag.Float64Var(&originGBs, "origin-gbs", 1.25, "the origin's egress cap in GB/s (10 Gb/s)")
 	flag.Float64Var(&uploadGBs, "upload-gbs", 0.268, "one peer's upload cap in GB/s (peers.uploadLimit, default 256Mi/s)")
-	table := flag.Bool("table", false, "print docs/fleet.md's table: the scenarios it discusses")
+	table := flag.Bool("table", false, "print docs/fleet.md's tables: the scenarios it discusses, then the sharing levels")
+	var lo levelsOpts
+	flag.IntVar(&lo.Files, "files", 30, "files of the model for file-level sharing (30: a 70B checkpoint's safetensors shards)")
+	flag.Float64Var(&lo.PieceMiB, "piece-mib", 64, "multipart part size in MiB for piece-level sharing (each part verified by its checksum)")
+	flag.BoolVar(&lo.pol.OneSlot, "one-slot", false, "one slot per downloader while others wait (peers.oneSlotWhileWaiting); the sharing-levels table only")
 	flag.Parse()
 	p.Model = modelGiB * (1 << 30)
 	p.NodeRate, p.OriginCap, p.UploadCap = nodeGBs*1e9, originGBs*1e9, uploadGBs*1e9
-	if p.ScaleOut < 1 || p.Fleet < p.ScaleOut+p.Warm || p.K < 1 || pol.Slots < 0 || pol.Gate < 0 ||
+	if p.ScaleOut < 1 || p.Fleet < p.ScaleOut+p.Warm || p.K < 1 || pol.Slots < 0 || pol.Gate < 0 || lo.Files < 1 || lo.PieceMiB <= 0 ||
 		p.Model <= 0 || p.NodeRate <= 0 || p.OriginCap <= 0 || p.UploadCap <= 0 {
-		fmt.Fprintln(os.Stderr, "fleetsim: need scale-out ≥ 1, fleet ≥ scale-out + warm, k ≥ 1, slots and gate ≥ 0, positive sizes and rates")
+		fmt.Fprintln(os.Stderr, "fleetsim: need scale-out ≥ 1, fleet ≥ scale-out + warm, k ≥ 1, slots and gate ≥ 0, files ≥ 1, positive sizes and rates")
 		os.Exit(2)
 	}
 	pol.Peers = true
 	fmt.Printf("model %.0f GiB, node %.2f GB/s, origin %.2f GB/s, peer upload %.3f GB/s, K %d, slots %d, gate %d, refresh %v, busy-origin %v\n\n",
 		modelGiB, nodeGBs, originGBs, uploadGBs, p.K, pol.Slots, pol.Gate, pol.Refresh, pol.BusyOrigin)
-	fmt.Println("| scenario | origin bytes, no peers | origin bytes, peers | origin bytes ÷ model | all warm, no peers | all warm, peers | speedup | piece-sharing ideal (origin, all warm) |")
+	fmt.Println("| scenario | origin bytes, no peers | origin bytes, peers | origin bytes ÷ model | all warm, no peers | all warm, peers | speedup | piece-sharing bound (origin, all warm) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	if !*table {
 		row(fmt.Sprintf("%d join, %d warm", p.ScaleOut, p.Warm), p, pol)
@@ -240,6 +251,9 @@ func main() {
 		s.edit(&q)
 		row(s.name, q, pol)
 	}
+	fmt.Println()
+	lo.pol.Slots = pol.Slots
+	levelsTable(p, lo)
 }
 
 func row(name string, p params, pol policy) {
