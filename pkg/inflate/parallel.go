@@ -58,6 +58,9 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 	// ahead of the emitter, and the pool covers them all: a worker that ran further ahead could take
 	// the buffers the span being emitted needs.
 	inflight := make(chan struct{}, workers)
+	// held[k] says span k took an inflight token, so the emitter gives one back: spans the feeder
+	// closes after a cancel never took one. Each is written before outs[k] closes and read after.
+	held := make([]bool, segs)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -75,6 +78,7 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 		for k := range segs {
 			select {
 			case inflight <- struct{}{}:
+				held[k] = true
 			case <-ctx.Done():
 				for ; k < segs; k++ {
 					close(outs[k])
@@ -104,7 +108,9 @@ func DecodeIndexed(ctx context.Context, src io.ReaderAt, idx *Index, emit func(*
 			}
 			c.Release()
 		}
-		<-inflight
+		if held[k] {
+			<-inflight
+		}
 		if err == nil && errs[k] != nil {
 			err = errs[k]
 		}
