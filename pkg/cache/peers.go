@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"warmd.io/warmd/pkg/bounded"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/discover"
@@ -157,6 +158,8 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
+	// Bytes as stored: without this net/http asks for gzip and decodes it itself, unbounded.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := m.peerClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("request bundle: %w", err)
@@ -167,6 +170,8 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 		return errNotThere
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("request bundle: %s", resp.Status)
+	case bounded.CheckEncoding(resp.Header.Get("Content-Encoding")) != nil:
+		return fmt.Errorf("%w: %w", errCorruptPeer, bounded.CheckEncoding(resp.Header.Get("Content-Encoding")))
 	case resp.ContentLength >= 0 && resp.ContentLength != e.Size:
 		return fmt.Errorf("%w: %d bytes offered, the index says %d", errCorruptPeer, resp.ContentLength, e.Size)
 	}

@@ -58,6 +58,10 @@ var (
 			"each peer holds connections and a share of the fetch; past 64 a peer's share is too small to pay its setup"},
 		"peers.serveSlots": {"peers.serveSlots", "Peers.ServeSlots", 1, 1024,
 			"downloaders one node serves at once, sharing its upload cap; past 1024 each gets too little to finish"},
+		"s3.maxListKeys": {"s3.maxListKeys", "S3.MaxListKeys", 1, 10000000,
+			"every listed key is held in memory while a model is planned; past 10 million that is gigabytes"},
+		"s3.maxListPages": {"s3.maxListPages", "S3.MaxListPages", 1, 1000000,
+			"each page is a request; past a million a hostile listing runs for hours"},
 		"tensorParallelSize": {"models[].tensorParallelSize", "Model.TensorParallelSize", 1, 64,
 			"the GPUs one vLLM instance spans"},
 	}
@@ -72,6 +76,10 @@ var (
 			"below 10s every node polls the shared index nonstop; above a day other nodes' bundles arrive too late"},
 		"peers.seedWait": {"peers.seedWait", "Peers.SeedWait", time.Second, 24 * time.Hour,
 			"how long a node waits for a seed to fetch from the origin; past a day a stuck seed stalls the fleet"},
+		"s3.stallTimeout": {"s3.stallTimeout", "S3.StallTimeout", time.Second, 10 * time.Minute,
+			"below 1s a busy store's pause fails requests; above 10m a stuck download holds its slot for ages"},
+		"peers.stallTimeout": {"peers.stallTimeout", "Peers.StallTimeout", time.Second, 10 * time.Minute,
+			"below 1s a busy peer is dropped for a pause; above 10m a stuck peer holds a chunk for ages"},
 		"readiness.resync": {"readiness.resync", "Readiness.Resync", 10 * time.Second, 24 * time.Hour,
 			"below 10s every node loads the API server; above a day drift on the Node is never corrected"},
 	}

@@ -56,6 +56,8 @@ func TestIntBounds(t *testing.T) {
 		"tensorParallelSize":          func(c *NodeConfig, v int) { c.Models[0].TensorParallelSize = v },
 		"peers.maxPeers":              func(c *NodeConfig, v int) { c.Peers.MaxPeers = v },
 		"peers.serveSlots":            func(c *NodeConfig, v int) { c.Peers.ServeSlots = v },
+		"s3.maxListKeys":              func(c *NodeConfig, v int) { c.S3.MaxListKeys = v },
+		"s3.maxListPages":             func(c *NodeConfig, v int) { c.S3.MaxListPages = v },
 	}
 	at := map[string]string{"tensorParallelSize": "models[0].tensorParallelSize"}
 	for key, b := range intBounds {
@@ -100,6 +102,8 @@ func TestDurationBounds(t *testing.T) {
 		"compileCache.restoreInterval": func(c *NodeConfig, v time.Duration) { c.CompileCache.RestoreInterval.Duration = v },
 		"readiness.resync":             func(c *NodeConfig, v time.Duration) { c.Readiness.Resync.Duration = v },
 		"peers.seedWait":               func(c *NodeConfig, v time.Duration) { c.Peers.SeedWait.Duration = v },
+		"s3.stallTimeout":              func(c *NodeConfig, v time.Duration) { c.S3.StallTimeout.Duration = v },
+		"peers.stallTimeout":           func(c *NodeConfig, v time.Duration) { c.Peers.StallTimeout.Duration = v },
 	}
 	for key, b := range durBounds {
 		for _, tc := range []struct {

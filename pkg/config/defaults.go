@@ -21,6 +21,19 @@ const (
 	DefaultHostsDir         = "/etc/containerd/certs.d"
 )
 
+// Bounds on S3 answers (docs/security.md, "Bounds on S3 and peer answers").
+const (
+	// DefaultMaxListKeys: the largest models have a few thousand files; 100,000 keys is far above
+	// any model and a listing of that many still costs only a few tens of MB.
+	DefaultMaxListKeys = 100000
+	// DefaultMaxListPages: 100,000 keys at S3's 1,000 per page is 100 pages; 1,000 leaves room for
+	// stores that page in hundreds.
+	DefaultMaxListPages = 1000
+	// DefaultS3StallTimeout: 30s without 64 KiB of progress rides out a store's brief pause and
+	// still frees a stuck download in well under a minute per try.
+	DefaultS3StallTimeout = 30 * time.Second
+)
+
 // Default fills every unset field with its default. It is idempotent.
 func (c *NodeConfig) Default() {
 	if c.NodeName == "" {
@@ -36,6 +49,9 @@ func (c *NodeConfig) Default() {
 	setStr(&c.Containerd.Backend, "auto")
 	setStr(&c.Containerd.Unpack, "warmd")
 	setStr(&c.S3.Region, DefaultRegion)
+	setInt(&c.S3.MaxListKeys, DefaultMaxListKeys)
+	setInt(&c.S3.MaxListPages, DefaultMaxListPages)
+	setDur(&c.S3.StallTimeout, DefaultS3StallTimeout)
 	if c.S3.UsePathStyle == nil {
 		v := c.S3.Endpoint != ""
 		c.S3.UsePathStyle = &v

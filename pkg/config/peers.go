@@ -26,6 +26,9 @@ const (
 	// DefaultServeSlots is 2: a node serves two downloaders at once at half its cap each, so they
 	// finish (and serve in turn) soon, while a single slow downloader does not leave the cap idle.
 	DefaultServeSlots = 2
+	// DefaultPeerStallTimeout: a warm peer on the node network answers in milliseconds; 10s without
+	// progress means it is gone or hostile, and the origin is there to continue.
+	DefaultPeerStallTimeout = 10 * time.Second
 )
 
 // Peers configures fleet peer distribution: a warm node serves the weights it verified and published
@@ -72,6 +75,9 @@ type Peers struct {
 	// avoiding. A node becomes the seed itself only after a tenth of it (at most 10s) in which the
 	// group's labels can appear. Default 10m. Range: 1s..24h.
 	SeedWait metav1.Duration `json:"seedWait,omitempty"`
+	// StallTimeout drops a peer whose answer spent this long waiting on the network while receiving
+	// under 64 KiB (its chunk continues from the origin). Default 10s. Range: 1s..10m.
+	StallTimeout metav1.Duration `json:"stallTimeout,omitempty"`
 }
 
 func (c *NodeConfig) defaultPeers() {
@@ -86,6 +92,7 @@ func (c *NodeConfig) defaultPeers() {
 	setInt(&p.MaxPeers, DefaultMaxPeers)
 	setInt(&p.ServeSlots, DefaultServeSlots)
 	setDur(&p.SeedWait, 10*time.Minute)
+	setDur(&p.StallTimeout, DefaultPeerStallTimeout)
 }
 
 // PeerUsername is the API server's user name for the configured ServiceAccount's tokens.
@@ -112,6 +119,7 @@ func (c *NodeConfig) validatePeers(p *problems) {
 	p.intIn("peers.maxPeers", pc.MaxPeers, "")
 	p.intIn("peers.serveSlots", pc.ServeSlots, "")
 	p.durIn("peers.seedWait", pc.SeedWait.Duration)
+	p.durIn("peers.stallTimeout", pc.StallTimeout.Duration)
 	if pc.Enabled && c.Readiness.Disabled {
 		p.add("peers.enabled", "needs the API server, but readiness is disabled",
 			"peers are found from Node labels and tokens checked with TokenReview; enable readiness or disable peers")

@@ -48,6 +48,18 @@ type S3 struct {
 	UsePathStyle *bool `json:"usePathStyle,omitempty"`
 	// Profile selects a profile from the shared AWS config files.
 	Profile string `json:"profile,omitempty"`
+	// MaxListKeys bounds the keys one listing (a model's prefix, a compile-cache index prefix) may
+	// return; a listing past it fails naming the bound, so a bucket writer who uploads millions of
+	// keys costs one failed model, not the node's memory (docs/security.md, "Bounds on S3 and peer
+	// answers"). Default 100000. Range: 1..10000000.
+	MaxListKeys int `json:"maxListKeys,omitempty"`
+	// MaxListPages bounds the ListObjectsV2 pages one listing may take (a server can send pages of
+	// one key, or none, truncated forever). Default 1000. Range: 1..1000000.
+	MaxListPages int `json:"maxListPages,omitempty"`
+	// StallTimeout fails one S3 request that spent this long waiting on the network while receiving
+	// under 64 KiB (a server that sends nothing, or a byte every 2 s); the request is retried, and
+	// the operation fails after the retries. Default 30s. Range: 1s..10m.
+	StallTimeout metav1.Duration `json:"stallTimeout,omitempty"`
 }
 
 // Model is one model some nodes should serve warm.

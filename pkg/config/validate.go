@@ -118,6 +118,9 @@ func (c *NodeConfig) Validate() error {
 	if len(c.S3.Profile) > maxStr || hasControl(c.S3.Profile) {
 		p.add("s3.profile", fmt.Sprintf("%s is not a profile name", quote(c.S3.Profile)), "name a profile of the shared AWS config files")
 	}
+	p.intIn("s3.maxListKeys", c.S3.MaxListKeys, "")
+	p.intIn("s3.maxListPages", c.S3.MaxListPages, "")
+	p.durIn("s3.stallTimeout", c.S3.StallTimeout.Duration)
 	models := c.Models
 	if !p.countIn("models", len(models), "") {
 		models = nil

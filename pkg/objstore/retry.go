@@ -10,6 +10,8 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+
+	"warmd.io/warmd/pkg/bounded"
 )
 
 // Backoff is the retry policy for one operation: full-jitter exponential backoff (AWS's recommended
@@ -76,11 +78,15 @@ func (b Backoff) Do(ctx context.Context, op func(attempt int) error, onRetry fun
 }
 
 // Retryable reports whether err may go away on its own: throttling (503 SlowDown, 429), server errors,
-// timeouts, connection resets and short bodies are; missing objects, refused preconditions,
-// authentication and other client errors and a cancelled context are not.
+// timeouts, stalls, connection resets and short bodies are; missing objects, refused preconditions,
+// authentication and other client errors, a certificate that does not verify, a listing refused by
+// its bounds, an answer that is not the range asked (or longer, or encoded) and a cancelled context
+// are not.
 func Retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, errWriter) {
+		errors.Is(err, ErrNotFound) || errors.Is(err, ErrExists) || errors.Is(err, errWriter) ||
+		errors.Is(err, errTLS) || errors.Is(err, ErrListing) || errors.Is(err, bounded.ErrTooLong) ||
+		errors.Is(err, bounded.ErrRange) || errors.Is(err, bounded.ErrEncoded) {
 		return false
 	}
 	var re *awshttp.ResponseError

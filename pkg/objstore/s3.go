@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
+	"warmd.io/warmd/pkg/bounded"
 	"warmd.io/warmd/pkg/config"
 )
 
@@ -49,11 +50,13 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// S3 is the Store backed by aws-sdk-go-v2.
+// S3 is the Store backed by aws-sdk-go-v2. Every answer it reads is bounded (bounds.go).
 type S3 struct {
 	client  *s3.Client
 	backoff Backoff
 	onRetry func(string, error)
+	// maxKeys and maxPages bound one List (config s3.maxListKeys, s3.maxListPages).
+	maxKeys, maxPages int
 }
 
 var _ Store = (*S3)(nil)
@@ -114,13 +117,19 @@ func NewS3(ctx context.Context, cfg config.S3, opts Options) (*S3, error) {
 		t.WriteBufferSize = 256 << 10
 		t.DisableCompression = true
 		t.IdleConnTimeout = 90 * time.Second
-	}).WithTimeout(0) // bodies of big ranges take as long as they take; ctx bounds them
+	}).WithTimeout(0) // bodies of big ranges take as long as they take; the stall bound and ctx bound them
+	stall := cfg.StallTimeout.Duration
+	if stall <= 0 {
+		stall = config.DefaultS3StallTimeout
+	}
+	// Every request stalls out, and error bodies are cut to a few KiB (bounds.go).
+	bounds := &bounded.Client{Inner: httpClient, Stall: stall}
 	pathStyle := cfg.Endpoint != ""
 	if cfg.UsePathStyle != nil {
 		pathStyle = *cfg.UsePathStyle
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		o.HTTPClient = httpClient
+		o.HTTPClient = bounds
 		o.UsePathStyle = pathStyle
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -141,7 +150,14 @@ func NewS3(ctx context.Context, cfg config.S3, opts Options) (*S3, error) {
 			inner(op, err)
 		}
 	}
-	return &S3{client: client, backoff: opts.Backoff, onRetry: onRetry}, nil
+	maxKeys, maxPages := cfg.MaxListKeys, cfg.MaxListPages
+	if maxKeys <= 0 {
+		maxKeys = config.DefaultMaxListKeys
+	}
+	if maxPages <= 0 {
+		maxPages = config.DefaultMaxListPages
+	}
+	return &S3{client: client, backoff: opts.Backoff, onRetry: onRetry, maxKeys: maxKeys, maxPages: maxPages}, nil
 }
 
 // Client exposes the SDK client for callers that need an operation Store lacks (multipart
@@ -152,30 +168,44 @@ func (c *S3) retry(ctx context.Context, op string, f func(attempt int) error) er
 	return c.backoff.Do(ctx, f, func(err error) { c.onRetry(op, err) })
 }
 
-// List implements Store.
+// List implements Store. The listing is bounded (bounds.go): at most maxKeys keys and maxPages
+// pages, a page body of at most maxPageBytes, and a continuation token or a whole page of keys seen
+// before fails it as a loop.
 func (c *S3) List(ctx context.Context, bucket, prefix string) ([]Object, error) {
 	var out []Object
 	var token *string
+	l := newListing(c.maxKeys, c.maxPages)
+	pctx := bounded.WithBodyLimit(ctx, maxPageBytes)
 	for {
 		var page *s3.ListObjectsV2Output
 		err := c.retry(ctx, "list", func(int) error {
 			var err error
-			page, err = c.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, ContinuationToken: token})
+			page, err = c.client.ListObjectsV2(pctx, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, ContinuationToken: token})
 			return mapErr(err)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
 		}
+		if err := l.page(len(page.Contents)); err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
+		}
+		fresh := 0
 		for _, o := range page.Contents {
 			obj := Object{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ETag: trimETag(aws.ToString(o.ETag)), LastModified: aws.ToTime(o.LastModified)}
 			if len(o.ChecksumAlgorithm) > 0 {
 				obj.Checksum.Algorithm = string(o.ChecksumAlgorithm[0])
 				obj.Checksum.Composite = o.ChecksumType == types.ChecksumTypeComposite
 			}
+			if l.key(obj.Key) {
+				fresh++
+			}
 			out = append(out, obj)
 		}
 		if !aws.ToBool(page.IsTruncated) || page.NextContinuationToken == nil {
 			return out, nil
+		}
+		if err := l.next(len(page.Contents), fresh, aws.ToString(page.NextContinuationToken)); err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
 		}
 		token = page.NextContinuationToken
 	}
@@ -214,12 +244,19 @@ func (c *S3) ReadRange(ctx context.Context, bucket, key string, off int64, buf [
 		}
 		start := off + int64(done)
 		rng := fmt.Sprintf("bytes=%d-%d", start, off+int64(len(buf))-1)
-		out, err := c.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
+		want := int64(len(buf) - done)
+		out, err := c.client.GetObject(bounded.WithBodyLimit(ctx, want), &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
 		if err != nil {
 			return mapErr(err)
 		}
 		defer out.Body.Close()
+		if err := checkGet(out, start, want); err != nil {
+			return err
+		}
 		n, err := io.ReadFull(out.Body, buf[done:])
+		if err == nil {
+			err = atEnd(out.Body)
+		}
 		done += n
 		if err != nil {
 			return fmt.Errorf("short read at byte %d of %d: %w", done, len(buf), err)
@@ -240,15 +277,20 @@ func (c *S3) GetRange(ctx context.Context, bucket, key string, off, n int64, w i
 			return nil
 		}
 		rng := fmt.Sprintf("bytes=%d-%d", off+done, off+n-1)
-		out, err := c.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
+		out, err := c.client.GetObject(bounded.WithBodyLimit(ctx, n-done), &s3.GetObjectInput{Bucket: &bucket, Key: &key, Range: &rng})
 		if err != nil {
 			return mapErr(err)
 		}
 		defer out.Body.Close()
-		m, err := io.Copy(w, io.LimitReader(out.Body, n-done))
+		if err := checkGet(out, off+done, n-done); err != nil {
+			return err
+		}
+		// The body is limited to the range (bounded.WithBodyLimit): one that goes on past it fails
+		// with ErrTooLong, which is not retried.
+		m, err := io.Copy(w, out.Body)
 		done += m
 		if err != nil {
-			if errors.Is(err, errWriter) {
+			if errors.Is(err, errWriter) || errors.Is(err, bounded.ErrTooLong) {
 				return err
 			}
 			return fmt.Errorf("read body at byte %d of %d: %w", done, n, err)
@@ -279,6 +321,12 @@ func (c *S3) Get(ctx context.Context, bucket, key string, w io.Writer) (int64, e
 			return mapErr(err)
 		}
 		defer out.Body.Close()
+		if err := bounded.CheckEncoding(aws.ToString(out.ContentEncoding)); err != nil {
+			return fmt.Errorf("%w; upload the object without Content-Encoding", err)
+		}
+		if written > 0 && !strings.HasPrefix(aws.ToString(out.ContentRange), fmt.Sprintf("bytes %d-", written)) {
+			return fmt.Errorf("%w: resumed at byte %d, answered Content-Range %s", bounded.ErrRange, written, bounded.Text(aws.ToString(out.ContentRange), 96))
+		}
 		if etag == nil && out.ETag != nil {
 			etag = out.ETag
 		}
@@ -383,10 +431,18 @@ func (c *S3) partsByHead(ctx context.Context, bucket, key string) ([]Part, error
 
 func trimETag(s string) string { return strings.Trim(s, `"`) }
 
-// mapErr turns 404s and refused preconditions into the sentinels callers branch on.
+// mapErr turns 404s, refused preconditions and certificates that do not verify into the sentinels
+// callers branch on, and bounds the text of every error: a server's message is quoted in it.
 func mapErr(err error) error {
 	if err == nil {
 		return nil
+	}
+	return bounded.Err(sentinel(err), errTextMax)
+}
+
+func sentinel(err error) error {
+	if t := tlsProblem(err); t != nil {
+		return t
 	}
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound

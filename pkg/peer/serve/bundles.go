@@ -46,6 +46,9 @@ func (h *Handler) serveBundle(w http.ResponseWriter, r *http.Request, digest str
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "bundle not kept here")
 		return
 	}
+	if !h.limitRanges(w, r, fi.Size()) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(peer.HeaderSize, strconv.FormatInt(fi.Size(), 10))
 	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context()}, r, "", time.Time{}, fh)

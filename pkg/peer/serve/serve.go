@@ -170,6 +170,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fh.Close()
+	if !h.limitRanges(w, r, blob.Size) {
+		return
+	}
 	if r.Method == http.MethodGet { // a HEAD sends no body: it takes no slot
 		who := downloader(r)
 		if !h.slots.acquire(who) {

@@ -158,7 +158,7 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		}
 		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
 			RefreshEvery: refreshEvery, OriginGate: gate, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
-			Node: cfg.NodeName, Token: tf.Token, Log: log}
+			Node: cfg.NodeName, Token: tf.Token, Stall: cfg.Peers.StallTimeout.Duration, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }

@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"warmd.io/warmd/pkg/bounded"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/peer"
@@ -79,7 +80,9 @@ type Options struct {
 	Token func() (string, error)
 	// Client makes the peer requests; nil: a client with a 10s response-header timeout.
 	Client *http.Client
-	// Stall ends a peer response that delivers nothing for this long. Default 10s.
+	// Stall ends a peer request that spent this long waiting on the network while receiving under
+	// 64 KiB (bounded.Client: nothing at all, or a trickle); the peer is dropped. Default 10s
+	// (config peers.stallTimeout).
 	Stall time.Duration
 	// OnBytes is told of every byte received, by from ("peer" or "origin"); may be nil.
 	OnBytes func(from string, n int64)
@@ -91,7 +94,8 @@ type Options struct {
 // Source implements prefetch.Source over peers and an origin.
 type Source struct {
 	o     Options
-	dmu   sync.Mutex // held while Discover runs
+	do    bounded.Doer // o.Client under the stall and body bounds
+	dmu   sync.Mutex   // held while Discover runs
 	found bool
 	peers []*member
 	rmu   sync.Mutex // held while Refresh runs
@@ -167,7 +171,9 @@ func New(opts Options) *Source {
 	if opts.MaxPeers <= 0 {
 		opts.MaxPeers = 4
 	}
-	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}}
+	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{},
+		// Every peer answer stalls out (docs/security.md, "Bounds on S3 and peer answers").
+		do: &bounded.Client{Inner: opts.Client, Stall: opts.Stall}}
 	if opts.Discover == nil {
 		s.setPeers(opts.Peers)
 	}
@@ -321,7 +327,7 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer.WeightsURL(m.base, s.o.Model, s.o.Revision, name.String()), nil)
+	req, err := http.NewRequestWithContext(bounded.WithBodyLimit(ctx, n), http.MethodGet, peer.WeightsURL(m.base, s.o.Model, s.o.Revision, name.String()), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -330,9 +336,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		req.Header.Set(peer.HeaderNode, s.o.Node)
 	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
-	stall := time.AfterFunc(s.o.Stall, cancel)
-	defer stall.Stop()
-	resp, err := s.o.Client.Do(req)
+	// Bytes as stored: a peer never encodes, and one that does is refused (CheckEncoding).
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := s.do.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -347,12 +353,17 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 	if err := checkRange(resp.Header, off, n, size); err != nil {
 		return 0, err
 	}
+	if err := bounded.CheckEncoding(resp.Header.Get("Content-Encoding")); err != nil {
+		return 0, fmt.Errorf("%w: %w", errPeer, err)
+	}
+	if resp.ContentLength != n {
+		return 0, fmt.Errorf("%w: Content-Length %d for a range of %d bytes", errPeer, resp.ContentLength, n)
+	}
 	var got int64
 	buf := make([]byte, 256<<10)
 	for got < n {
 		k, rerr := resp.Body.Read(buf[:min(int64(len(buf)), n-got)])
 		if k > 0 {
-			stall.Reset(s.o.Stall)
 			if _, err := w.Write(buf[:k]); err != nil {
 				return got, err
 			}
