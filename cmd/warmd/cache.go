@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/datadir"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -264,7 +266,7 @@ command takes the data dir's lock itself.`,
 						report(f, err)
 						continue
 					}
-					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", res.Record.SHA256[:12], res.Record.Manifest.Component, len(res.Record.Manifest.Entries))
+					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)%s\n", res.Record.SHA256[:12], res.Record.Manifest.Component, len(res.Record.Manifest.Entries), leftOut(res.Conflicts))
 				}
 				return nil
 			}, func(c *api.Client) error {
@@ -278,7 +280,7 @@ command takes the data dir's lock itself.`,
 						report(f, err)
 						continue
 					}
-					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)\n", res.SHA256[:12], res.Component, res.Entries)
+					fmt.Fprintf(s.Out, "imported %s (%s, %d entries)%s\n", res.SHA256[:12], res.Component, res.Entries, leftOut(res.Conflicts))
 				}
 				return nil
 			})
@@ -428,4 +430,17 @@ func versionsText(v map[string][]string) string {
 		out = append(out[:3], "…")
 	}
 	return fmt.Sprint(out)
+}
+
+// leftOut says how many entries an import left out (a different file or link kept in their place,
+// or a dir of theirs replaced in the tree), naming the first few cut at 128 bytes.
+func leftOut(conflicts []string) string {
+	if len(conflicts) == 0 {
+		return ""
+	}
+	var names []string
+	for _, c := range conflicts[:min(3, len(conflicts))] {
+		names = append(names, fsroot.Quote(c))
+	}
+	return fmt.Sprintf("; %d entries left out, kept what the tree holds there: %s", len(conflicts), strings.Join(names, ", "))
 }

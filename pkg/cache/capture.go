@@ -69,19 +69,23 @@ func (m *Manager) Capture(ctx context.Context) (CaptureResult, error) {
 				if err := gctx.Err(); err != nil {
 					return err
 				}
-				rec, err := m.captureChunk(gctx, comp, chunk)
+				rec, left, err := m.captureChunkSkipping(gctx, comp, chunk)
 				mu.Lock()
 				defer mu.Unlock()
+				res.Pending += left.pending
+				res.Skipped += left.skipped
 				if errors.Is(err, fs.ErrInvalid) || errors.Is(err, fs.ErrNotExist) {
-					// A file changed or vanished while it was read: not complete after all; next round.
+					// Files kept changing while they were read: not complete after all; next round.
 					m.log.Info("skipping files that changed during capture", "component", comp, "err", err)
-					res.Pending += len(chunk)
+					res.Pending += len(chunk) - left.pending - left.skipped
 					return nil
 				}
 				if err != nil {
 					return err
 				}
-				res.Bundles = append(res.Bundles, *rec)
+				if rec != nil { // nil: every file of the chunk was left out
+					res.Bundles = append(res.Bundles, *rec)
+				}
 				return nil
 			})
 		}
@@ -125,13 +129,17 @@ func (m *Manager) scan(comp string, writers map[FileID]bool, all bool) (scanned,
 	m.mu.Unlock()
 	skip := func(what string, p fsroot.Path) {
 		if sc.skipped++; sc.skipped <= 3 {
-			m.log.Info("not capturing "+what+" in a pod-written compile-cache tree", "component", comp, "path", p.String())
+			m.log.Info("not capturing "+what+" in a pod-written compile-cache tree", "component", comp, "path", fsroot.Quote(p.String()))
 		}
 	}
 	err = root.WalkDir(fsroot.Path{}, func(p fsroot.Path, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fsroot.ErrUnsafePath) {
-				skip("an entry whose name is not a valid path, below", p)
+			switch {
+			case errors.Is(err, fsroot.ErrUnsafePath):
+				skip("an entry whose name is not a valid path (not UTF-8, control characters, too long), below", p)
+				return nil
+			case errors.Is(err, fsroot.ErrTooDeep):
+				skip(fmt.Sprintf("the contents of a dir more than %d levels deep", fsroot.MaxWalkDepth), p)
 				return nil
 			}
 			return err
@@ -161,6 +169,10 @@ func (m *Manager) scan(comp string, writers map[FileID]bool, all bool) (scanned,
 		size, have := known[comp+"/"+rel]
 		m.mu.Unlock()
 		if have && size == fi.Size() && !all {
+			return nil
+		}
+		if fi.Size() > m.o.MaxFileBytes {
+			skip(fmt.Sprintf("a file over %d bytes", m.o.MaxFileBytes), p)
 			return nil
 		}
 		if id, ok := fileID(fi); ok && writers[id] {
@@ -217,9 +229,9 @@ func (m *Manager) writeBundle(ctx context.Context, dir *fsroot.Root, comp string
 		return bundle.Result{}, fsroot.Path{}, fmt.Errorf("create bundle file: %w", err)
 	}
 	defer tmp.Abort() // after a Commit it does nothing
-	res, err := bundle.Write(ctxWriter{ctx, tmp}, src, names, bundle.Manifest{
+	res, err := bundle.WriteLimited(ctxWriter{ctx, tmp}, src, names, bundle.Manifest{
 		SKU: m.o.SKU, Component: comp, Node: m.o.Node, Created: m.now(), Versions: versionsOf(comp, rels),
-	})
+	}, bundle.Limits{MaxFileBytes: m.o.MaxFileBytes})
 	if err != nil {
 		return bundle.Result{}, fsroot.Path{}, err
 	}
@@ -322,4 +334,36 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.w.Write(p)
+}
+
+// leftOut counts the files one chunk's capture left out: pending (changed or vanished while read,
+// captured next round once stable) and skipped (too large or sparse: never captured).
+type leftOut struct{ pending, skipped int }
+
+// maxChunkRetries bounds how often one chunk is packed again without a file that failed it, so a
+// pod rewriting many files at once costs a bounded number of re-reads of at most BundleBytes each.
+const maxChunkRetries = 8
+
+// captureChunkSkipping captures chunk, leaving out each file bundle.WriteLimited refuses (a
+// *bundle.SkipError names it) and packing the rest again: one changing, growing, sparse or too-large
+// file costs only itself, never the other files of its chunk.
+func (m *Manager) captureChunkSkipping(ctx context.Context, comp string, chunk []candidate) (*Record, leftOut, error) {
+	var left leftOut
+	for try := 0; ; try++ {
+		rec, err := m.captureChunk(ctx, comp, chunk)
+		var se *bundle.SkipError
+		if !errors.As(err, &se) || try == maxChunkRetries {
+			return rec, left, err
+		}
+		if se.Transient() {
+			left.pending++
+		} else {
+			left.skipped++
+			m.log.Info("not capturing a file of a pod-written compile-cache tree", "component", comp, "reason", se.Kind, "err", se)
+		}
+		chunk = slices.DeleteFunc(slices.Clone(chunk), func(c candidate) bool { return c.rel == se.Path })
+		if len(chunk) == 0 {
+			return nil, left, nil
+		}
+	}
 }

@@ -44,6 +44,9 @@ type Options struct {
 	BundleFiles int
 	// MaxBundleBytes caps the uncompressed size of a bundle the reader accepts. Default 16 GiB.
 	MaxBundleBytes int64
+	// MaxFileBytes is the largest file capture packs; a larger one is skipped and reported, never
+	// the reason its neighbours are not captured. Default 4 GiB (at most MaxBundleBytes).
+	MaxFileBytes int64
 	// Reserve is the free space restores and imports leave on the data dir's file system; an
 	// extraction that would eat into it stops and keeps nothing. Zero: bundle.DefaultReserve (2 % of
 	// the file system, 256 MiB to 32 GiB).
@@ -148,6 +151,10 @@ func NewManager(o Options) (*Manager, error) {
 	if o.MaxBundleBytes <= 0 {
 		o.MaxBundleBytes = bundle.DefaultMaxBytes
 	}
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = 4 << 30
+	}
+	o.MaxFileBytes = min(o.MaxFileBytes, o.MaxBundleBytes)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

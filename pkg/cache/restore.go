@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warmd.io/warmd/pkg/cache/bundle"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 )
 
@@ -279,7 +280,18 @@ func (m *Manager) addExtracted(sha string, size int64, x *bundle.Extracted, orig
 	m.stats.Conflicts += len(x.Conflicts)
 	m.mu.Unlock()
 	if len(x.Conflicts) > 0 {
-		m.log.Warn("restored bundle met different existing files; kept them", "bundle", sha[:12], "files", x.Conflicts)
+		m.log.Warn("bundle entries left out: a different file or link stands at their path, or a dir of it is a link or a file in the tree; kept what is there",
+			"bundle", sha[:12], "origin", origin, "leftOut", len(x.Conflicts), "first", quoteFirst(x.Conflicts, 10))
 	}
 	return rec, nil
+}
+
+// quoteFirst renders the first n names, each quoted and cut at 128 bytes (fsroot.Quote), for a log
+// line: a bundle may leave out thousands of entries with 4,096-byte names.
+func quoteFirst(names []string, n int) []string {
+	out := make([]string, 0, min(n, len(names)))
+	for _, s := range names[:min(n, len(names))] {
+		out = append(out, fsroot.Quote(s))
+	}
+	return out
 }

@@ -108,6 +108,8 @@ func componentProblem(c string) string {
 		return fmt.Sprintf("has a %q component", c)
 	case len(c) > MaxComponentLen:
 		return fmt.Sprintf("a component is longer than %d bytes", MaxComponentLen)
+	case !utf8.ValidString(c):
+		return "not valid UTF-8"
 	}
 	for _, r := range c {
 		switch {
@@ -172,6 +174,9 @@ func (p Path) Child(name string) (Path, error) {
 			r = "a single name may not contain a slash"
 		}
 		return Path{}, &PathError{Name: name, Reason: r}
+	}
+	if len(p.s)+1+len(name) > MaxPathLen {
+		return Path{}, &PathError{Name: name, Reason: fmt.Sprintf("longer than %d bytes", MaxPathLen)}
 	}
 	return p.Join(Path{s: name}), nil
 }

@@ -180,12 +180,23 @@ func (r *Root) release(fd int) {
 	}
 }
 
-// err wraps a failure with the operation and the absolute name, as *fs.PathError does.
+// err wraps a failure with the operation and the absolute name, as *fs.PathError does. The name
+// below the root is cut (ShortName): paths in pod-written trees reach 4,096 bytes, and these errors
+// end up in logs and the status.
 func (r *Root) err(op string, p Path, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &fs.PathError{Op: op, Path: r.Name(p), Err: err}
+	return &fs.PathError{Op: op, Path: r.ShortName(p), Err: err}
+}
+
+// ShortName is Name for messages: the root's dir and p, with p quoted and cut (Quote) when it is
+// longer than 128 bytes, so that a log line or status field carries a bounded name.
+func (r *Root) ShortName(p Path) string {
+	if len(p.s) <= 128 {
+		return r.Name(p)
+	}
+	return r.dir + "/" + Quote(p.s)
 }
 
 // MkdirAll creates p and every missing parent with perm; existing ones must be real directories.

@@ -2,6 +2,7 @@ package fsroot
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
@@ -12,10 +13,21 @@ import (
 
 // WalkFunc is called for every entry below the walked path, parents before children, in name order.
 // p is the entry's Path. For an entry whose name is not a valid Path (a pod can write names with
-// control characters or backslashes), p is its directory's Path and err wraps ErrUnsafePath: return
-// nil to skip it, or an error to stop. Returning fs.SkipDir for a directory skips its contents;
-// fs.SkipAll stops the walk without an error.
+// control characters, backslashes or bytes that are not UTF-8), p is its directory's Path and err
+// wraps ErrUnsafePath: return nil to skip it, or an error to stop. For a directory MaxWalkDepth
+// levels below the walked path, fn is called a second time, with the directory's own Path and an
+// err wrapping ErrTooDeep: return nil to skip its contents, or an error to stop. Returning
+// fs.SkipDir for a directory skips its contents; fs.SkipAll stops the walk without an error.
 type WalkFunc func(p Path, d fs.DirEntry, err error) error
+
+// MaxWalkDepth is how many directory levels WalkDir enters below the walked path. Every level holds
+// one open descriptor while the walk is below it, so a pod-written tree thousands of levels deep would
+// otherwise exhaust the process's descriptors; no tree warmd reads (compile caches, snapshots) comes
+// near it.
+const MaxWalkDepth = 128
+
+// ErrTooDeep is what WalkDir passes to fn for a directory at MaxWalkDepth: its contents are not walked.
+var ErrTooDeep = fmt.Errorf("directory more than %d levels deep", MaxWalkDepth)
 
 // WalkDir walks the tree below p (p itself is not passed to fn). It never follows a link (links are
 // reported as links), never enters another mount, and reads each directory through a handle opened
@@ -39,9 +51,6 @@ func (r *Root) WalkDir(p Path, fn WalkFunc) error {
 }
 
 func (r *Root) walkFD(fd int, dir Path, fn WalkFunc, depth int) error {
-	if depth > 1024 {
-		return r.err("walk", dir, errors.New("directory tree too deep"))
-	}
 	names, err := readNames(fd)
 	if err != nil {
 		return r.err("walk", dir, err)
@@ -75,6 +84,12 @@ func (r *Root) walkFD(fd int, dir Path, fn WalkFunc, depth int) error {
 		}
 		if st.Dev != r.dev {
 			return r.err("walk", child, ErrCrossDevice)
+		}
+		if depth+1 >= MaxWalkDepth {
+			if err := fn(child, d, ErrTooDeep); err != nil && err != fs.SkipDir {
+				return err
+			}
+			continue
 		}
 		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {

@@ -87,8 +87,10 @@ func (d *dirs) mkdir(dir fsroot.Path, created func(fsroot.Path)) error {
 		created(dir)
 	case errors.Is(err, fs.ErrExist):
 		if fi, err := parent.Lstat(base); err != nil || !fi.IsDir() {
-			return fmt.Errorf("%w: %s exists in the tree and is not a dir (a link or file was put there; remove it to let bundles restore)", ErrCorrupt, quote(dir.String()))
+			return fmt.Errorf("%w: %s exists in the tree and is not a dir (a link or file was put there; remove it to let its entries restore)", errBlocked, quote(dir.String()))
 		}
+	case errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%w: a parent of %s is not a dir in the tree", errBlocked, quote(dir.String()))
 	default:
 		return fmt.Errorf("extract: mkdir: %w", err)
 	}
@@ -189,9 +191,22 @@ func (d *dirs) sameFile(p fsroot.Path, size int64, sum string, buf []byte) bool 
 	return hex.EncodeToString(h.Sum(nil)) == sum
 }
 
+// errBlocked marks an entry whose dir is, in the tree, a link or a file (a pod put it there): the
+// entry is left out and reported as a conflict, the rest of the bundle restores.
+var errBlocked = errors.New("blocked by the tree")
+
 // symlink creates p -> target unless something is at p; it reports whether that was the same link.
+// A parent that is not a dir in the tree counts as something at p.
 func (d *dirs) symlink(target string, p fsroot.Path) (exists bool, same bool, err error) {
+	if err := d.mkdir(p.Dir(), func(fsroot.Path) {}); errors.Is(err, errBlocked) {
+		return true, false, nil
+	} else if err != nil {
+		return false, false, err
+	}
 	err = d.root.Symlink(target, p)
+	if errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, unix.ENOTDIR) {
+		return true, false, nil
+	}
 	if errors.Is(err, fs.ErrExist) {
 		cur, rerr := d.root.Readlink(p)
 		return true, rerr == nil && cur == target, nil

@@ -57,8 +57,11 @@ type Options struct {
 type Extracted struct {
 	Manifest Manifest
 	// Written files were renamed into place; Existing ones were already there with equal content.
-	Written, Existing int
-	// Conflicts are paths where a different file already existed; it was kept, the bundle's copy dropped.
+	// Links are the in-tree symlinks created (or found already there, the same).
+	Written, Existing, Links int
+	// Conflicts are the entries left out, each verified but not written: a different file or link
+	// already stood at the path (it was kept), or one of the path's dirs is a link or a file in the
+	// tree (a pod put it there). The rest of the bundle is restored.
 	Conflicts []string
 	// Bytes is what the bundle's files hold (materialised bytes).
 	Bytes int64
@@ -71,6 +74,7 @@ type pending struct {
 	tmp, final fsroot.Path // tmp is the zero Path once published (or when scanning)
 	size       int64
 	sum        string
+	blocked    bool // a dir of final is not a dir in the tree: verified, never written
 }
 
 // Extract reads a bundle from r into dest (which must exist) and commits it only if every entry is
@@ -289,7 +293,10 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	x.seen[name] = typ
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.mkdirs(p)
+		if err := x.mkdirs(p); !errors.Is(err, errBlocked) {
+			return err
+		}
+		return nil // the files below it are left out, each reported
 	case tar.TypeReg:
 		if x.expect != nil && hdr.Size != want.Size {
 			return fmt.Errorf("%w: %s holds %d bytes, its published manifest says %d", ErrCorrupt, quote(name), hdr.Size, want.Size)
@@ -335,10 +342,16 @@ func (x *extraction) hardlink(p fsroot.Path, target string, want Entry) error {
 	if x.expect != nil && (want.Size != src.size || want.SHA256 != src.sum) {
 		return fmt.Errorf("%w: hardlink %s does not match its published manifest", ErrCorrupt, quote(p.String()))
 	}
-	if x.d != nil {
-		if err := x.mkdirs(p.Dir()); err != nil {
+	if x.d != nil && !src.blocked {
+		err := x.mkdirs(p.Dir())
+		src.blocked = errors.Is(err, errBlocked)
+		if err != nil && !src.blocked {
 			return err
 		}
+	}
+	if x.d != nil && src.blocked {
+		src.tmp = fsroot.Path{}
+	} else if x.d != nil {
 		tmp, err := tempName(p)
 		if err != nil {
 			return err
@@ -389,7 +402,10 @@ func (x *extraction) file(tr *tar.Reader, p fsroot.Path, hdr *tar.Header, wantSu
 
 // write streams one file into a new temp file beside its final name.
 func (x *extraction) write(tr *tar.Reader, p fsroot.Path, hdr *tar.Header, h hash.Hash) (int64, error) {
-	if err := x.mkdirs(p.Dir()); err != nil {
+	if err := x.mkdirs(p.Dir()); errors.Is(err, errBlocked) {
+		x.files = append(x.files, pending{final: p, size: hdr.Size, blocked: true})
+		return copyBuf(h, tr, x.buf) // verified like the rest, never written
+	} else if err != nil {
 		return 0, err
 	}
 	mode := os.FileMode(0o644)
@@ -459,6 +475,10 @@ func (x *extraction) commit(res *Extracted) error {
 	}
 	for i := range x.files {
 		p := &x.files[i]
+		if p.blocked {
+			res.Conflicts = append(res.Conflicts, p.final.String())
+			continue
+		}
 		exists, err := x.d.publish(p.tmp, p.final)
 		if err != nil {
 			return err
@@ -483,6 +503,8 @@ func (x *extraction) commit(res *Extracted) error {
 		}
 		if exists && !same {
 			res.Conflicts = append(res.Conflicts, l.path.String())
+		} else {
+			res.Links++
 		}
 	}
 	x.created = nil // committed: keep the dirs

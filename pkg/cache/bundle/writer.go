@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -32,8 +33,17 @@ type Result struct {
 // opened through fsroot (no link followed at any element, no FIFO or device opened), so a pod that
 // swaps a file or a dir for a link between capture's scan and this read cannot make warmd pack (and
 // upload) a file from elsewhere. A file that was swapped, or changes size while it is read, fails the
-// write with an error wrapping fs.ErrInvalid: capture only hands over stable files, and retries.
+// write with a *SkipError naming it (it wraps fs.ErrInvalid): capture only hands over stable files,
+// and writes the bundle again without it.
 func Write(w io.Writer, src *fsroot.Root, paths []fsroot.Path, hdr Manifest) (Result, error) {
+	return WriteLimited(w, src, paths, hdr, Limits{})
+}
+
+// WriteLimited is Write that also refuses, with a *SkipError naming the file, a file over lim's size
+// and a sparse one (IsSparse), judged on the handle it reads: a pod that grows or punches a file
+// between the caller's scan and this read cannot make it pack gigabytes of zeros. Each file is read
+// only up to the size its handle had when opened, and its size and mtime are checked again after.
+func WriteLimited(w io.Writer, src *fsroot.Root, paths []fsroot.Path, hdr Manifest, lim Limits) (Result, error) {
 	files := make([]string, len(paths))
 	for i, p := range paths {
 		files[i] = p.String()
@@ -72,7 +82,7 @@ func Write(w io.Writer, src *fsroot.Root, paths []fsroot.Path, hdr Manifest) (Re
 			}
 			m.Entries = append(m.Entries, Entry{Path: d, Type: TypeDir, Mode: 0o755})
 		}
-		e, err := addFile(tw, src, p)
+		e, err := addFile(tw, src, p, lim)
 		if err != nil {
 			return Result{}, err
 		}
@@ -98,40 +108,55 @@ func Write(w io.Writer, src *fsroot.Root, paths []fsroot.Path, hdr Manifest) (Re
 	return Result{Manifest: m, SHA256: hex.EncodeToString(h.Sum(nil)), Size: cw.n}, nil
 }
 
-func addFile(tw *tar.Writer, src *fsroot.Root, p fsroot.Path) (Entry, error) {
+func addFile(tw *tar.Writer, src *fsroot.Root, p fsroot.Path, lim Limits) (Entry, error) {
 	rel := p.String()
 	f, err := src.Open(p)
-	if errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, fsroot.ErrNotRegular) {
-		return Entry{}, fmt.Errorf("bundle %s: %w: replaced by a link or a special file since it was seen (%w)", quote(rel), fs.ErrInvalid, err)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, fsroot.ErrNotRegular):
+		return Entry{}, skipped(p, SkipNotPlain, fmt.Errorf("replaced by a link or a special file since it was seen (%w)", err))
+	case errors.Is(err, fs.ErrNotExist):
+		return Entry{}, skipped(p, SkipGone, err)
+	case err != nil:
 		return Entry{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return Entry{}, fmt.Errorf("bundle %s: %w", rel, err)
+		return Entry{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
 	}
 	if !st.Mode().IsRegular() {
-		return Entry{}, fmt.Errorf("bundle %s: %w: only regular files are captured, not %s", rel, ErrUnsafe, st.Mode().Type())
+		return Entry{}, skipped(p, SkipNotPlain, fmt.Errorf("%w: only regular files are captured, not %s", ErrUnsafe, st.Mode().Type()))
+	}
+	size := st.Size()
+	if lim.MaxFileBytes > 0 && size > lim.MaxFileBytes {
+		return Entry{}, skipped(p, SkipTooLarge, fmt.Errorf("%d bytes, more than the %d a captured file may hold", size, lim.MaxFileBytes))
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		sparse, err := IsSparse(f, size, sys.Blocks*512)
+		if err != nil {
+			return Entry{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
+		}
+		if sparse {
+			return Entry{}, skipped(p, SkipSparse, fmt.Errorf("%d bytes, mostly holes", size))
+		}
 	}
 	mode := uint32(0o644)
 	if st.Mode().Perm()&0o111 != 0 {
 		mode = 0o755
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Size: st.Size(), Mode: int64(mode), Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Size: size, Mode: int64(mode), Format: tar.FormatPAX}); err != nil {
 		return Entry{}, fmt.Errorf("write bundle: %w", err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(f, st.Size()))
+	n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(f, size))
 	if err != nil {
-		return Entry{}, fmt.Errorf("bundle %s: %w", rel, err)
+		return Entry{}, fmt.Errorf("bundle %s: %w", quote(rel), err)
 	}
-	if n != st.Size() {
-		return Entry{}, fmt.Errorf("bundle %s: shrank from %d to %d bytes while being read: %w", rel, st.Size(), n, fs.ErrInvalid)
+	if n != size {
+		return Entry{}, skipped(p, SkipChanged, fmt.Errorf("shrank from %d to %d bytes while being read", size, n))
 	}
-	if st2, err := f.Stat(); err != nil || st2.Size() != st.Size() || !st2.ModTime().Equal(st.ModTime()) {
-		return Entry{}, fmt.Errorf("bundle %s: changed while being read: %w", rel, fs.ErrInvalid)
+	if st2, err := f.Stat(); err != nil || st2.Size() != size || !st2.ModTime().Equal(st.ModTime()) {
+		return Entry{}, skipped(p, SkipChanged, errors.New("its size or mtime changed while it was read"))
 	}
 	return Entry{Path: rel, Type: TypeFile, Size: n, SHA256: hex.EncodeToString(h.Sum(nil)), Mode: mode}, nil
 }

@@ -213,6 +213,9 @@ func (e *Engine) gcBlobs(mp modelPaths) {
 	root := e.cache
 	used := map[string]bool{}
 	err := root.WalkDir(mp.snapshots(), func(p fsroot.Path, d fs.DirEntry, err error) error {
+		if errors.Is(err, fsroot.ErrTooDeep) {
+			return err // links below it would go unseen: never delete on a partial view
+		}
 		if err != nil || d.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
