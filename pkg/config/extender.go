@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"time"
 )
 
@@ -52,7 +53,7 @@ func (e *Extender) Default() {
 // Validate checks the defaulted flags and returns a *ValidationError naming every problem, or nil.
 func (e *Extender) Validate() error {
 	var p problems
-	if !validHost(e.Listen) {
+	if _, port, err := net.SplitHostPort(e.Listen); err != nil || !validPort(port) || hasControl(e.Listen) {
 		p.add("--listen", fmt.Sprintf("%s is not host:port", quote(e.Listen)), "for example :8888 or 127.0.0.1:8888")
 	}
 	if e.MaxBodyBytes < 64<<10 || e.MaxBodyBytes > 1<<30 {
