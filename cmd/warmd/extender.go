@@ -17,13 +17,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/metrics"
 )
 
 type extenderOptions struct {
 	kubeconfig   string
-	listen       string
+	serve        config.Extender
 	filterFailed bool
 	replicas     bool
 	fresh        time.Duration
@@ -59,7 +60,11 @@ and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes an
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-	f.StringVar(&o.listen, "listen", ":8888", "address for the extender API, /metrics, /healthz and /readyz")
+	f.StringVar(&o.serve.Listen, "listen", config.DefaultExtenderListen, "address for the extender API, /metrics, /healthz and /readyz")
+	f.Int64Var(&o.serve.MaxBodyBytes, "max-body-bytes", config.DefaultExtenderMaxBodyBytes, "largest request body served; larger is refused with 413 (6 MiB: 10,000 Node names and the largest Pod)")
+	f.IntVar(&o.serve.MaxInFlight, "max-in-flight", config.DefaultExtenderMaxInFlight, "scheduler requests served at once; one more is refused with 503")
+	f.IntVar(&o.serve.MaxNodes, "max-nodes", config.DefaultExtenderMaxNodes, "candidate Nodes one request may name; more are refused with 413")
+	f.DurationVar(&o.serve.RequestTimeout, "request-timeout", config.DefaultExtenderTimeout, "longest a request may take to arrive (read timeout; the write timeout is twice it)")
 	f.BoolVar(&o.filterFailed, "filter-failed", false, "filter out Nodes where the pod's model is failed (models.warmd.io/<model>=failed)")
 	f.BoolVar(&o.replicas, "track-replicas", true, "watch Pods and export warmd_vllm_ready_replicas / warmd_vllm_fresh_replicas per model (needs pods list/watch)")
 	f.DurationVar(&o.fresh, "fresh-window", extender.DefaultFresh, "a replica ready for less than this counts as fresh (its prefix cache is still empty)")
@@ -90,6 +95,10 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if err != nil {
 		return err
 	}
+	o.serve.Default()
+	if err := o.serve.Validate(); err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
 	rc, err := kubeRESTConfig(o.kubeconfig)
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
@@ -99,9 +108,9 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := net.Listen("tcp", o.serve.Listen)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --listen address)", o.listen, err)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --listen address)", o.serve.Listen, err)}
 	}
 	reg := metrics.NewRegistry()
 	ix := extender.NewIndex()
@@ -113,14 +122,19 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	em := metrics.NewExtender(reg, ix, replicas)
 	leader := extender.NewLeader(o.leaderElect)
 	em.SetLeader(leader.IsLeader)
-	x := extender.New(extender.Config{FilterFailed: o.filterFailed}, ix, em, log)
+	x := extender.New(extender.Config{FilterFailed: o.filterFailed, MaxBodyBytes: o.serve.MaxBodyBytes,
+		MaxInFlight: o.serve.MaxInFlight, MaxNodes: o.serve.MaxNodes}, ix, em, log)
 	if o.replicas {
 		x.TrackReplicas(rep)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", x.Handler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Every connection is bounded in time: headers in 5s (or the request timeout if shorter), the
+	// whole request in --request-timeout, the answer in twice it, an idle keep-alive in 90s.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, o.serve.RequestTimeout),
+		ReadTimeout: o.serve.RequestTimeout, WriteTimeout: 2 * o.serve.RequestTimeout,
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return x.Run(gctx, cs, o.resync) })
@@ -134,7 +148,7 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	g.Go(func() error {
 		log.Info("extender listening", "addr", ln.Addr().String(), "filterFailed", o.filterFailed)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", o.listen, err)
+			return fmt.Errorf("serve %s: %w", o.serve.Listen, err)
 		}
 		return nil
 	})

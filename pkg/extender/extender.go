@@ -14,9 +14,7 @@
 package extender
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,8 +40,13 @@ type Config struct {
 	// FilterFailed removes Nodes whose label says the pod's model failed there (reported to the
 	// scheduler as unresolvable: preempting pods would not fix it).
 	FilterFailed bool
-	// MaxBodyBytes bounds a request body (0: 64 MiB, enough for 5,000 full Node objects).
+	// MaxBodyBytes bounds a request body (0: DefaultMaxBodyBytes); a larger body is refused with 413.
 	MaxBodyBytes int64
+	// MaxInFlight bounds the scheduler requests served at once (0: DefaultMaxInFlight); one more is
+	// refused with 503 at once, before its body is read.
+	MaxInFlight int
+	// MaxNodes bounds the candidate Nodes of one request (0: DefaultMaxNodes); more are refused with 413.
+	MaxNodes int
 }
 
 // Extender answers kube-scheduler extender calls from its Index.
@@ -53,6 +56,8 @@ type Extender struct {
 	log     *slog.Logger
 	metrics *metrics.Extender
 	synced  atomic.Bool
+	// slots holds one token per request in flight (cap MaxInFlight).
+	slots chan struct{}
 	// replicas, when set, is kept current from a pod informer (TrackReplicas).
 	replicas *Replicas
 }
@@ -64,12 +69,15 @@ func (x *Extender) TrackReplicas(r *Replicas) { x.replicas = r }
 // New returns an extender over index; m may be nil (no metrics), log nil (discard).
 func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Extender {
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 64 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Extender{cfg: cfg, index: index, log: log, metrics: m}
+	return &Extender{cfg: cfg, index: index, log: log, metrics: m, slots: make(chan struct{}, cfg.MaxInFlight)}
 }
 
 // Run keeps the Index current from a Node informer until ctx ends. Only labels, annotations, the
@@ -173,6 +181,19 @@ func (x *Extender) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /filter", x.serve("filter", func(a *extenderv1.ExtenderArgs) any { return x.Filter(a) }))
 	mux.HandleFunc("POST /prioritize", x.serve("prioritize", func(a *extenderv1.ExtenderArgs) any { return x.Prioritize(a) }))
+	x.probes(mux)
+	return mux
+}
+
+// ProbeHandler serves only GET /healthz and GET /readyz, for the plain-HTTP listener that also
+// serves /metrics (the kubelet's probes carry no client certificate).
+func (x *Extender) ProbeHandler() http.Handler {
+	mux := http.NewServeMux()
+	x.probes(mux)
+	return mux
+}
+
+func (x *Extender) probes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !x.Synced() {
@@ -181,53 +202,6 @@ func (x *Extender) Handler() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	return mux
-}
-
-func (x *Extender) serve(verb string, do func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		result := "ok"
-		defer func() {
-			if x.metrics != nil {
-				x.metrics.Requests.WithLabelValues(verb, result).Inc()
-				x.metrics.Duration.WithLabelValues(verb).Observe(time.Since(start).Seconds())
-			}
-		}()
-		buf := bufPool.Get().(*bytes.Buffer)
-		defer bufPool.Put(buf)
-		buf.Reset()
-		var wa wireArgs
-		_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes))
-		if err == nil {
-			err = json.Unmarshal(buf.Bytes(), &wa)
-		}
-		if err != nil {
-			result = "error"
-			http.Error(w, fmt.Sprintf("decode ExtenderArgs: %v: send the JSON kube-scheduler sends to an extender", err), http.StatusBadRequest)
-			return
-		}
-		args, err := wa.args()
-		if err != nil {
-			result = "error"
-			http.Error(w, fmt.Sprintf("decode ExtenderArgs: %v: send the JSON kube-scheduler sends to an extender", err), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		out := do(args)
-		buf.Reset()
-		if l, ok := out.(*extenderv1.HostPriorityList); ok {
-			buf.Write(appendPriorities(buf.AvailableBuffer(), *l))
-		} else if err := json.NewEncoder(buf).Encode(out); err != nil {
-			result = "error"
-			http.Error(w, fmt.Sprintf("encode %s result: %v", verb, err), http.StatusInternalServerError)
-			return
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			result = "error"
-			x.log.Warn("write extender response", "verb", verb, "err", err)
-		}
-	}
 }
 
 // each calls fn for every Node of a request, in order, with what the index (or the sent object)

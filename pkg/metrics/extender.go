@@ -25,6 +25,12 @@ type ReplicaView interface {
 type Extender struct {
 	Requests *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
+	// Refused counts requests the extender answered without serving them, by reason: in_flight (503,
+	// the bound on requests in flight was reached), body_too_large (413), unauthenticated (no or an
+	// untrusted client certificate; counted by the TLS handshake's failure).
+	Refused *prometheus.CounterVec
+	// InFlight is the number of scheduler requests being served now.
+	InFlight prometheus.Gauge
 	// leader, when set, says whether this replica exports the cluster-wide series (see SetLeader).
 	leader atomic.Pointer[func() bool]
 }
@@ -48,14 +54,20 @@ func (e *Extender) exporting() bool {
 func NewExtender(reg prometheus.Registerer, view ClusterView, replicas ReplicaView) *Extender {
 	e := &Extender{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmd_extender_requests_total", Help: "Scheduler extender requests by verb (filter, prioritize) and result (ok, error).",
+			Name: "warmd_extender_requests_total", Help: "Scheduler extender requests by verb (filter, prioritize) and result (ok, error, refused).",
 		}, []string{"verb", "result"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "warmd_extender_request_duration_seconds", Help: "Time to answer a scheduler extender request.",
 			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25},
 		}, []string{"verb"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmd_extender_refused_total", Help: "Scheduler extender requests refused before they were served, by reason (in_flight, body_too_large, unauthenticated).",
+		}, []string{"reason"}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "warmd_extender_in_flight_requests", Help: "Scheduler extender requests being served now (bounded by --max-in-flight).",
+		}),
 	}
-	reg.MustRegister(e.Requests, e.Duration, &clusterCollector{view: view, replicas: replicas, exporting: e.exporting})
+	reg.MustRegister(e.Requests, e.Duration, e.Refused, e.InFlight, &clusterCollector{view: view, replicas: replicas, exporting: e.exporting})
 	return e
 }
 

@@ -60,6 +60,7 @@ func populate(m *metrics.Metrics, e *metrics.Extender) {
 	m.Readiness.Observe(true, map[string]string{"org/m": "warm"})
 	e.Requests.WithLabelValues("prioritize", "ok").Inc()
 	e.Duration.WithLabelValues("prioritize").Observe(0.001)
+	e.Refused.WithLabelValues("in_flight").Inc()
 }
 
 // TestPromtoolCheckMetrics scrapes a live /metrics of every collector warmd registers (the daemon's
