@@ -112,9 +112,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	if ps != nil {
 		parts = append(parts, ps)
 	}
-	if cc != nil { // nil with compileCache.disabled
-		parts = append(parts, cc)
-	}
+	parts = append(parts, cc) // with compileCache.disabled too, in the state "disabled"
 	if pw != nil {
 		parts = append(parts, pw)
 	}

@@ -28,7 +28,7 @@ var RestartNeeded = []RestartSetting{
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Disabled != n.Readiness.Disabled }},
 	{"readiness.kubeconfig", "the API client is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Kubeconfig != n.Readiness.Kubeconfig }},
-	{"compileCache.disabled", "cleared when warmd started with it set: the compile-cache part and the compile-cache key check exist only when caches were on at start (setting it is applied)",
+	{"compileCache.disabled", "cleared when warmd started with it set: the compile-cache key check exists only when caches were on at start (the compile-cache part itself applies both directions)",
 		func(s, n *config.NodeConfig) bool { return s.CompileCache.Disabled && !n.CompileCache.Disabled }},
 	{"peers.*", "the peer server is built at start with these settings (and only when peers.enabled was on) and never reconfigured (a reload turning it on starts no server; the compile-cache part then keeps bundles nothing serves)",
 		func(s, n *config.NodeConfig) bool { return !reflect.DeepEqual(s.Peers, n.Peers) }},
