@@ -82,10 +82,13 @@ e2e:
 soak: build
 	scripts/with-testenv.sh scripts/soak.sh
 
-## lint: formatting and vet
+## lint: formatting, vet, and the layering (hack/layering: the extender links no daemon part, nothing
+## shipped links a test helper, cmd/ is wiring, no folder-level import cycle; docs/architecture.md's
+## import graph is the code's). make test runs the same check (hack/layering's test).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run ./hack/layering
 
 clean:
 	rm -rf bin _output

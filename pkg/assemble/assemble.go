@@ -83,7 +83,8 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	}
 
 	// 5. Page-cache pre-warm: a vLLM pod bound here gets its model's published weights read into
-	// memory while its container starts (nil without an API server or with prewarm.disabled).
+	// memory while its container starts (nil without an API server; with prewarm.disabled it
+	// exists in the state "disabled", so a reload can turn it on).
 	pw, err := prewarm.New(d, prewarm.Options{})
 	if err != nil {
 		return daemon.Assembly{}, err
@@ -111,9 +112,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	if ps != nil {
 		parts = append(parts, ps)
 	}
-	if cc != nil { // nil with compileCache.disabled
-		parts = append(parts, cc)
-	}
+	parts = append(parts, cc) // with compileCache.disabled too, in the state "disabled"
 	if pw != nil {
 		parts = append(parts, pw)
 	}

@@ -27,8 +27,8 @@ func deps(t *testing.T, mut func(*config.NodeConfig)) daemon.Deps {
 	return daemon.Deps{Config: cfg, Store: state.New(nil), Metrics: metrics.New(prometheus.NewRegistry()), Log: slog.New(slog.DiscardHandler)}
 }
 
-// TestPartsInDataFlowOrder: the parts come in data-flow order, the compile-cache part only when
-// caches are on, and the model naming is handed back to follow reloads.
+// TestPartsInDataFlowOrder: the parts come in data-flow order, the compile-cache part whether caches are on or
+// off (then in the state "disabled"), and the model naming is handed back to follow reloads.
 func TestPartsInDataFlowOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -36,7 +36,7 @@ func TestPartsInDataFlowOrder(t *testing.T) {
 		want     string
 	}{
 		{"compile caches on", false, "node gpu images weights cache phases readiness"},
-		{"compile caches off", true, "node gpu images weights phases readiness"},
+		{"compile caches off", true, "node gpu images weights cache phases readiness"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asm, err := Parts(deps(t, func(c *config.NodeConfig) { c.CompileCache.Disabled = tc.disabled }))

@@ -53,7 +53,8 @@ const (
 	StateReady State = "ready"
 	// StateError: the cache cannot run for this SKU (see Message).
 	StateError State = "error"
-	// StateDisabled: a reload set compileCache.disabled; nothing is kept until it is cleared.
+	// StateDisabled: compileCache.disabled is set (at start or by a reload); nothing is kept until
+	// it is cleared.
 	StateDisabled State = "disabled"
 )
 
@@ -106,12 +107,10 @@ var (
 	_ daemon.Reconfigurable = (*Part)(nil)
 )
 
-// NewPart builds the part; it returns nil when compile caches are disabled at start (turning them
-// on takes a restart; turning them off by a reload stops the part's work).
+// NewPart builds the part. It exists with compileCache.disabled too: it then reports the state
+// "disabled", opens nothing, and a reload that clears the switch starts its work (one that sets it
+// stops it).
 func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
-	if d.Config.CompileCache.Disabled {
-		return nil, nil
-	}
 	if o.SKU == nil {
 		return nil, fmt.Errorf("compile-cache part needs the SKU source (wire the gpu part's SKU)")
 	}

@@ -90,14 +90,38 @@ func TestPartCapturesUploadsAndReports(t *testing.T) {
 	}
 }
 
+// TestPartDisabled: with compileCache.disabled at start the part exists, is ready and reports
+// "disabled"; a reload that clears the switch opens the SKU's tree with no restart, and one that
+// sets it again reports "disabled" again.
 func TestPartDisabled(t *testing.T) {
 	t.Parallel()
-	cfg := &config.NodeConfig{DataDir: t.TempDir()}
+	cfg := &config.NodeConfig{DataDir: t.TempDir(), NodeName: "n1"}
 	cfg.CompileCache.Disabled = true
-	p, err := NewPart(daemon.Deps{Config: cfg}, PartOptions{SKU: func() string { return skuA }})
-	if p != nil || err != nil {
-		t.Fatalf("disabled: part %v, err %v", p, err)
+	st := state.New(nil)
+	p, err := NewPart(daemon.Deps{Config: cfg, Store: st, Metrics: metrics.New(metrics.NewRegistry()), Log: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		PartOptions{SKU: func() string { return skuA }, Tick: 20 * time.Millisecond, RestoreInterval: time.Hour})
+	if p == nil || err != nil {
+		t.Fatalf("disabled at start: part %v, err %v; want a part", p, err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateDisabled })
+	if err := p.Ready(); err != nil {
+		t.Errorf("a disabled part is not ready: %v", err)
+	}
+	if p.Manager() != nil {
+		t.Error("a disabled part opened a tree")
+	}
+	on := *cfg
+	on.CompileCache.Disabled = false
+	p.Reconfigure(&on)
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateReady && s.SKU == skuA })
+	off := on
+	off.CompileCache.Disabled = true
+	p.Reconfigure(&off)
+	statetest.Wait(t, st, Section, func(s Status) bool { return s.State == StateDisabled })
 }
 
 // TestPartFollowsRecordedStarts: the part reads recorded starts from the phases section itself,

@@ -2,7 +2,7 @@
 // on this node. vLLM keys its compile cache (torch_compile_cache/<hash10>) on the vLLM version, the
 // model config (model path string, revision, dtype, quantization, max model len), the parallel config
 // (TP/PP/DP), the compilation config, the VLLM_* env it hashes, the traced code and the compiler (torch,
-// Triton, CUDA, GPU name) — ../shared/reference/vllm-startup-and-caches.md §3.1. warmd cannot compute
+// Triton, CUDA, GPU name), as vllm/compilation/backends.py computes it. warmd cannot compute
 // that hash, but it can see most of its inputs: the image (which fixes vLLM, torch, Triton and the
 // traced code), the node's GPU, the args and the env of the pod spec. Inputs holds those; Compare
 // matches a pod about to start against the starts that produced the node's cached graphs.

@@ -236,22 +236,6 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	return runErr
 }
 
-// appliedAtRestart names the changed settings an applied reload cannot reach: the API client is built
-// once (readiness), and the compile-cache part exists only when caches were on at start.
-func appliedAtRestart(start, next *config.NodeConfig) []string {
-	var later []string
-	if next.Readiness.Disabled != start.Readiness.Disabled {
-		later = append(later, "readiness.disabled")
-	}
-	if next.Readiness.Kubeconfig != start.Readiness.Kubeconfig {
-		later = append(later, "readiness.kubeconfig")
-	}
-	if start.CompileCache.Disabled && !next.CompileCache.Disabled {
-		later = append(later, "compileCache.disabled")
-	}
-	return later
-}
-
 // fixedAcrossReloads refuses a reload that moves what the daemon holds open for its life: the data
 // dir (and its lock) and the API endpoints. Applying such a change half-way would leave the lock on one
 // dir while parts write another.

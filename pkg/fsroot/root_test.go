@@ -287,28 +287,55 @@ func TestSwapRace(t *testing.T) {
 			if i%2 == 0 {
 				os.MkdirAll(filepath.Join(target, "entry"), 0o755)
 				os.WriteFile(filepath.Join(target, "entry/f"), []byte("pod"), 0o644)
+				if i%64 == 0 {
+					// Now and then the dir stays a dir for a moment: an fsynced write takes
+					// longer than a swap, so without these windows (almost) every write fails
+					// and the test would show only that refusing is safe.
+					time.Sleep(3 * time.Millisecond)
+				}
 			} else {
 				os.Symlink(c.Path, target)
 			}
 		}
 	}()
+	// ok counts, per kind of operation, the calls that succeeded: a root that refused everything
+	// would also leave the canary alone, so each kind must have gone through sometimes (when the
+	// directory was a directory), or the race never ran.
+	ok := map[string]int{}
+	count := func(op string, err error) {
+		if err == nil {
+			ok[op]++
+		} else if ok[op+"-err"]++; ok[op+"-err"] < 3 {
+			t.Log(op, err)
+		}
+	}
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		r.WriteFile(MustPath("tree/comp/entry/f"), []byte("warmd"), 0o644)
-		r.WriteFile(MustPath("tree/comp/secret.txt"), []byte("warmd"), 0o644)
-		r.RemoveAll(MustPath("tree/comp/entry"))
+		count("write", r.WriteFile(MustPath("tree/comp/entry/f"), []byte("warmd"), 0o644))
+		count("write", r.WriteFile(MustPath("tree/comp/secret.txt"), []byte("warmd"), 0o644))
+		count("removeall", r.RemoveAll(MustPath("tree/comp/entry")))
 		r.RemoveAll(MustPath("tree/comp/nested"))
-		r.Remove(MustPath("tree/comp/etc/passwd"))
-		r.WalkDir(MustPath("tree"), func(p Path, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				r.Remove(p)
+		r.Remove(MustPath("tree/comp/etc/passwd")) // never exists: an error every time
+		removed := 0
+		count("walk", r.WalkDir(MustPath("tree"), func(p Path, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && r.Remove(p) == nil {
+				removed++
 			}
 			return nil
-		})
+		}))
+		if removed > 0 {
+			ok["remove"]++
+		}
 	}
 	stop.Store(true)
 	wg.Wait()
 	c.Check(t)
+	for _, op := range []string{"write", "removeall", "walk", "remove"} {
+		if ok[op] == 0 {
+			t.Errorf("no %s succeeded in 2 s of swaps (successes: %v): the race never reached a directory", op, ok)
+		}
+	}
+	t.Logf("successes under the swaps: %v", ok)
 }
 
 func TestOpenRequiresAbsoluteDir(t *testing.T) {

@@ -16,8 +16,10 @@ import (
 // when a compile cache built on one is valid on the other, as far as the node's hardware and driver
 // decide it.
 //
-// What enters the key, and why (../shared/reference/vllm-startup-and-caches.md §3.5, "What invalidates
-// each cache"):
+// What enters the key, and why (from the caches' own key code: vLLM's compile-cache hash over its
+// configs and the compiler in vllm/compilation/backends.py, PyTorch Inductor's FX-graph cache key with
+// torch's get_system() in torch/_inductor/codecache.py, Triton's kernel cache key in
+// triton/compiler/compiler.py):
 //
 //   - Product name, exactly as NVML reports it (nvmlDeviceGetName, e.g. "NVIDIA H100 80GB HBM3"). vLLM's
 //     torch_compile_cache and Inductor's FX/AOTAutograd caches hash torch's get_system() device *name*,

@@ -76,11 +76,12 @@ var (
 	_ daemon.Reconfigurable = (*Part)(nil)
 )
 
-// New builds the part, or returns nil (and no error) when the config leaves pre-warming off: with
-// prewarm.disabled, or with readiness.disabled (no API server, so no way to see pods bound here).
+// New builds the part, or returns nil (and no error) with readiness.disabled (no API server, so no
+// way to see pods bound here; that switch is on daemon.RestartNeeded). With prewarm.disabled the part
+// exists, reports the state "disabled" and watches nothing until a reload clears it.
 func New(deps daemon.Deps, opts Options) (*Part, error) {
 	cfg := deps.Config
-	if cfg.Prewarm.Disabled || cfg.Readiness.Disabled {
+	if cfg.Readiness.Disabled {
 		return nil, nil
 	}
 	if opts.MemInfo == "" {
@@ -125,7 +126,7 @@ func (p *Part) Name() string { return "prewarm" }
 // Ready implements daemon.Part: nil once the watch of this node's pods has listed them once, so a
 // pod already bound when warmd starts is seen.
 func (p *Part) Ready() error {
-	if !p.synced.Load() {
+	if !p.synced.Load() && !p.disabled() {
 		return errors.New("waiting for the first list of this node's pods")
 	}
 	return nil
@@ -147,10 +148,27 @@ func (p *Part) poke() {
 	}
 }
 
+// disabled reports whether prewarm.disabled is set in the current config.
+func (p *Part) disabled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Prewarm.Disabled
+}
+
 // Run watches this node's pods (field selector spec.nodeName, one watch per node) until ctx ends,
-// then cancels the running pre-warms and waits for them.
+// then cancels the running pre-warms and waits for them. While prewarm.disabled is set from the
+// start it watches nothing and waits for a reload that clears it; once watching, a reload that sets
+// it again cancels the running pre-warms and starts none.
 func (p *Part) Run(ctx context.Context) error {
 	defer p.root.Close()
+	for p.disabled() {
+		p.publish()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.kick:
+		}
+	}
 	f := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.node).String()
 	}))

@@ -176,21 +176,76 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-func TestNewOff(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		set  func(*config.NodeConfig)
-	}{
-		{"prewarm disabled", func(c *config.NodeConfig) { c.Prewarm.Disabled = true }},
-		{"no API server", func(c *config.NodeConfig) { c.Readiness.Disabled = true }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := &config.NodeConfig{NodeName: "n", DataDir: t.TempDir()}
-			cfg.Default()
-			tc.set(cfg)
-			if p, err := New(daemon.Deps{Config: cfg}, Options{}); p != nil || err != nil {
-				t.Fatalf("New = %v, %v; want no part", p, err)
-			}
-		})
+// TestNewOffWithoutAPIServer: with readiness.disabled there is no API client and no part (that
+// switch is on daemon.RestartNeeded).
+func TestNewOffWithoutAPIServer(t *testing.T) {
+	cfg := &config.NodeConfig{NodeName: "n", DataDir: t.TempDir()}
+	cfg.Default()
+	cfg.Readiness.Disabled = true
+	if p, err := New(daemon.Deps{Config: cfg}, Options{}); p != nil || err != nil {
+		t.Fatalf("New = %v, %v; want no part", p, err)
 	}
+}
+
+// TestDisabledAtStartThenEnabledByAReload: with prewarm.disabled the part exists, is ready, says
+// "disabled" and pre-warms nothing for a starting pod; a reload that clears the switch pre-warms that
+// pod's model with no restart, and one that sets it again says "disabled" again.
+func TestDisabledAtStartThenEnabledByAReload(t *testing.T) {
+	env := kubeenv.Start(t)
+	const node = "prewarm-reload"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	publish(t, filepath.Join(dataDir, "weights"), "models--org--small", map[string]int{"model.safetensors": 4 * mib})
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
+		Models: []config.Model{{Name: "org/small", Source: "s3://m/small/"}}}
+	cfg.Default()
+	cfg.Prewarm.Disabled = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	store := state.New(nil)
+	p, err := New(daemon.Deps{Config: cfg, Store: store}, Options{Client: env.Client, Resync: 100 * time.Millisecond})
+	if err != nil || p == nil {
+		t.Fatalf("New with prewarm.disabled = %v, %v; want a part", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if err := p.Ready(); err != nil {
+		t.Errorf("a disabled part is not ready: %v", err)
+	}
+	waitFor(t, "the disabled state published", func() bool { st, _ := Section.Get(store); return st.State == StateDisabled })
+	createPod(t, env.Client, "vllm-small", node, nil, []string{"vllm", "serve", "org/small"})
+	time.Sleep(500 * time.Millisecond) // five resyncs: a part that watched would have started a run
+	if st := p.Status(); len(st.Active)+len(st.Recent) != 0 {
+		t.Fatalf("a disabled part pre-warmed: %+v", st)
+	}
+
+	on := *cfg
+	on.Prewarm.Disabled = false
+	p.Reconfigure(&on)
+	waitFor(t, "the pod's model pre-warmed after the reload", func() bool {
+		for _, r := range p.Status().Recent {
+			if r.Model == "org/small" && r.Outcome == OutcomeFinished {
+				return true
+			}
+		}
+		return false
+	})
+	if st := p.Status(); st.State != StateOn {
+		t.Errorf("state after the reload %q, want %q", st.State, StateOn)
+	}
+	off := on
+	off.Prewarm.Disabled = true
+	p.Reconfigure(&off)
+	waitFor(t, "the disabled state after a second reload", func() bool { return p.Status().State == StateDisabled })
 }

@@ -16,11 +16,19 @@ const (
 	OutcomeSkipped   = "skipped"   // no budget left (memory held by other pre-warms or running pods)
 )
 
+// States of the part, as Status names them.
+const (
+	StateOn       = "on"       // watching this node's pods, pre-warming the starting ones
+	StateDisabled = "disabled" // prewarm.disabled is set: nothing is watched or read
+)
+
 // Section is the prewarm section of the node state.
 var Section = state.NewKey[Status]("prewarm")
 
 // Status is the prewarm section of /v1/status (Section).
 type Status struct {
+	// State is StateDisabled with prewarm.disabled, else StateOn.
+	State string `json:"state"`
 	// MaxBytes and MemAvailablePercent are the configured caps.
 	MaxBytes            int64 `json:"maxBytes"`
 	MemAvailablePercent int   `json:"memAvailablePercent"`
@@ -53,7 +61,10 @@ func (p *Part) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Status{MaxBytes: p.cfg.Prewarm.MaxBytes.Value(), MemAvailablePercent: p.cfg.Prewarm.MemAvailablePercent,
-		Recent: slices.Clone(p.recent), Problem: p.prob}
+		Recent: slices.Clone(p.recent), Problem: p.prob, State: StateOn}
+	if p.cfg.Prewarm.Disabled {
+		st.State = StateDisabled
+	}
 	for _, a := range p.runs {
 		r := a.Run
 		r.Bytes = a.bytes.Load()

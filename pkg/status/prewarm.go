@@ -25,7 +25,9 @@ func renderPrewarm(w io.Writer, st *api.RawStatus, now time.Time) error {
 // pre-warm and the last few that ended, with how much of the model each read.
 func WritePrewarm(w io.Writer, s prewarm.Status, now time.Time) error {
 	fmt.Fprintf(w, "PRE-WARM (page cache, at most %s or %d%% of MemAvailable per start)", cacheSize(s.MaxBytes), s.MemAvailablePercent)
-	if len(s.Active)+len(s.Recent) == 0 {
+	if s.State == prewarm.StateDisabled {
+		fmt.Fprint(w, ": disabled (prewarm.disabled is set; a reload that clears it starts pre-warming)")
+	} else if len(s.Active)+len(s.Recent) == 0 {
 		fmt.Fprint(w, ": no vLLM pod started here yet")
 	}
 	fmt.Fprintln(w)

@@ -38,3 +38,15 @@ func TestWritePrewarm(t *testing.T) {
 		})
 	}
 }
+
+// TestWritePrewarmDisabled: a disabled part says so, and how to turn it on, instead of "no vLLM pod
+// started here yet".
+func TestWritePrewarmDisabled(t *testing.T) {
+	var b strings.Builder
+	if err := WritePrewarm(&b, prewarm.Status{State: prewarm.StateDisabled, MaxBytes: 1 << 30, MemAvailablePercent: 50}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String(); !strings.Contains(got, ": disabled (prewarm.disabled is set; a reload that clears it starts pre-warming)") || strings.Contains(got, "no vLLM pod") {
+		t.Errorf("disabled section:\n%s", got)
+	}
+}

@@ -30,6 +30,15 @@ eval "$(scripts/tools.sh env | grep '^export WARMD_TEST_HELM=')"
 t=$(date +%s)
 # The cluster itself first, while the Node still carries the startup taint it registered with (warmd
 # removes it once warm); then warmd on it.
-go test -count=1 -v -timeout 5m -run '^TestNodeRunsPods$' "$@" ./test/cluster/
-[ -n "$nodeOnly" ] || go test -count=1 -v -timeout 15m -run '^TestWarmdOnARealNode$' "$@" ./test/cluster/
+# Through hack/testsum -v (every line as -v prints it, and each skip's reason): make test hands its
+# build in WARMD_TESTSUM and the file its closing line reads in WARMD_TESTSUM_RAW.
+testsum=${WARMD_TESTSUM:-}
+if [ -z "$testsum" ]; then
+  testsum=$envfile.testsum
+  trap 'rm -f "$envfile.testsum"; scripts/cluster/down.sh "$envfile"' EXIT
+  go build -o "$testsum" ./hack/testsum
+fi
+raw=(${WARMD_TESTSUM_RAW:+-raw "$WARMD_TESTSUM_RAW"})
+go test -json -count=1 -timeout 5m -run '^TestNodeRunsPods$' "$@" ./test/cluster/ | "$testsum" -v "${raw[@]}"
+[ -n "$nodeOnly" ] || go test -json -count=1 -timeout 15m -run '^TestWarmdOnARealNode$' "$@" ./test/cluster/ | "$testsum" -v "${raw[@]}"
 echo "cluster e2e: $(($(date +%s) - t))s of tests, $(($(date +%s) - start))s in all (cluster Ready in ${WARMD_CLUSTER_STARTED_S}s)"

@@ -1,5 +1,3 @@
-//go:build bench
-
 package idle
 
 import (
@@ -13,6 +11,10 @@ import (
 	"testing"
 	"time"
 )
+
+// This file holds no benchmark, so it carries no build tag: `make test` runs TestHeartbeatClassification
+// (the rule idle_bench_test.go counts API writes by), while the benchmark that uses it stays under
+// -tags bench.
 
 // auditPolicy records every request of user at Metadata level and its writes at Request level (the
 // body, so a heartbeat can be told from a write that changed something); nothing of anyone else.

@@ -19,12 +19,12 @@ type DefaultTable struct {
 // Defaults returns the documented default table.
 //
 // Sources. The seed's startup table splits a 7B vLLM start on one GPU into phases and shows caches
-// turning ~200 s into ~68 s (quoted in issues 6 and 9; the table itself is not among
-// /work/shared/reference/*.md). Miss and Hit are that table's per-phase split as pkg/phases measures
+// turning ~200 s into ~68 s (quoted in issues 6 and 9; the table itself is not in this
+// repository). Miss and Hit are that table's per-phase split as pkg/phases measures
 // it from the logs written to mimic it (pkg/phases/testdata/seed-7b-cold.log: 196.2 s, seed-7b-warm.log:
-// 66.5 s). Their order of magnitude agrees with /work/shared/reference/anchors.md §4: torch.compile
+// 66.5 s). Their order of magnitude agrees with published figures: torch.compile
 // "~43 s cold → ~5 s cache hit" (vllm #44881), "JIT adds 30–120 s" (GKM RFC). Transfer rates and sizes
-// come from the same §4: "15–20 GB image: 4–6 min per instance" (AWS DLAMI, ≈60 MB/s), "10 GB
+// come from the same published figures: "15–20 GB image: 4–6 min per instance" (AWS DLAMI, ≈60 MB/s), "10 GB
 // vLLM-class image", and "Llama3-70B service start 20 min → ~1 min" (≈140 GB in ~19 min, ≈120 MB/s);
 // a 7B bf16 model's weights are ≈15.2 GB.
 func Defaults() *DefaultTable {

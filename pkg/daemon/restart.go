@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"reflect"
+	"strings"
+
+	"warmd.io/warmd/pkg/config"
+)
+
+// RestartSetting is a NodeConfig setting an applied reload does not reach (yet): the reload goes
+// through, the log warns that it waits for a restart, and docs/operations.md lists it (printed
+// from RestartNeeded: TestRestartNeededDoc fails when the doc's list differs and, with
+// WARMD_UPDATE_DOCS=1, rewrites it).
+type RestartSetting struct {
+	// Path is the setting's YAML path ("peers.*" for all of a section).
+	Path string
+	// Why says what is built once, so an operator knows what the restart buys.
+	Why string
+	// Changed reports whether the edit from start to next is one the running daemon cannot apply.
+	Changed func(start, next *config.NodeConfig) bool
+}
+
+// RestartNeeded is the one list of settings an applied reload cannot reach. Issue 26 item 1 ends
+// the last two entries as pkg/prewarm ended its own: each part always exists, reports "disabled"
+// as a state, and applies the switch itself.
+var RestartNeeded = []RestartSetting{
+	{"readiness.disabled", "the API client (and every part that needs it) is built once, at start",
+		func(s, n *config.NodeConfig) bool { return s.Readiness.Disabled != n.Readiness.Disabled }},
+	{"readiness.kubeconfig", "the API client is built once, at start",
+		func(s, n *config.NodeConfig) bool { return s.Readiness.Kubeconfig != n.Readiness.Kubeconfig }},
+	{"compileCache.disabled", "cleared when warmd started with it set: the compile-cache key check exists only when caches were on at start (the compile-cache part itself applies both directions)",
+		func(s, n *config.NodeConfig) bool { return s.CompileCache.Disabled && !n.CompileCache.Disabled }},
+	{"peers.*", "the peer server is built at start with these settings (and only when peers.enabled was on) and never reconfigured (a reload turning it on starts no server; the compile-cache part then keeps bundles nothing serves)",
+		func(s, n *config.NodeConfig) bool { return !reflect.DeepEqual(s.Peers, n.Peers) }},
+}
+
+// appliedAtRestart names the changed settings of an applied reload that wait for a restart.
+func appliedAtRestart(start, next *config.NodeConfig) []string {
+	var later []string
+	for _, r := range RestartNeeded {
+		if r.Changed(start, next) {
+			later = append(later, r.Path)
+		}
+	}
+	return later
+}
+
+// RestartNeededDoc is the Markdown list docs/operations.md prints of RestartNeeded.
+func RestartNeededDoc() string {
+	var b strings.Builder
+	for _, r := range RestartNeeded {
+		b.WriteString("- `" + r.Path + "`: " + r.Why + "\n")
+	}
+	return b.String()
+}
