@@ -37,6 +37,8 @@ func populate(m *metrics.Metrics, e *metrics.Extender) {
 	m.Images.PullSeconds.WithLabelValues("success").Observe(12)
 	m.Images.Bytes.Add(1 << 30)
 	m.Images.ByState.WithLabelValues("pinned").Set(1)
+	m.Images.LayerUnpackSeconds.WithLabelValues("gzip-warmd-indexed").Observe(4)
+	m.Images.InflatedBytes.WithLabelValues("gzip-warmd-indexed").Add(1 << 30)
 	m.Weights.Bytes.Add(15 << 30)
 	m.Weights.DownloadSeconds.WithLabelValues("org/m", "ok").Observe(40)
 	m.Weights.ByState.WithLabelValues("verified").Set(1)

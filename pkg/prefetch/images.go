@@ -110,6 +110,37 @@ type LayerProgress struct {
 	Done   int64
 	// Complete is true once the layer is in the content store, verified.
 	Complete bool
+	// FetchSeconds is the time from the pull's start until the layer was complete.
+	FetchSeconds float64
+	// Unpack says how the layer was unpacked, once it is (nil before, and for backends that do not
+	// report layers one by one).
+	Unpack *LayerUnpack
+}
+
+// LayerUnpack is how one layer was unpacked: what an operator needs to see where a pull's time went
+// (the fetch, the decoder, serial or indexed) without reading the daemon's log.
+type LayerUnpack struct {
+	// By is "warmd" (warmd's own decoder and untar) or "daemon" (containerd's applier).
+	By string `json:"by"`
+	// Decoder is gzip-warmd, gzip-warmd-indexed, zstd or none for By warmd; empty for the daemon.
+	Decoder string `json:"decoder,omitempty"`
+	// Inflated is the layer's tar size, as warmd counted it (0 when the daemon unpacked).
+	Inflated int64 `json:"inflated,omitempty"`
+	// Seconds is the apply: inflate, untar and write, digest check included.
+	Seconds float64 `json:"seconds"`
+	// Index is "built" (this pull recorded a checkpoint index), "used", or "discarded" (a stored
+	// index did not fit and the layer decoded serially); empty for layers with no index.
+	Index string `json:"index,omitempty"`
+}
+
+// LayerReport is one layer of the current or last pull in ImageStatus.
+type LayerReport struct {
+	Digest string `json:"digest"`
+	// Bytes is the compressed size; From where they came ("registry": the daemon's fetch).
+	Bytes        int64   `json:"bytes"`
+	From         string  `json:"from"`
+	FetchSeconds float64 `json:"fetchSeconds"`
+	LayerUnpack
 }
 
 // Local is what a backend holds under one name.
@@ -168,6 +199,9 @@ type ImageStatus struct {
 	Layers     int   `json:"layers,omitempty"`
 	Bytes      int64 `json:"bytes,omitempty"`
 	TotalBytes int64 `json:"totalBytes,omitempty"`
+	// Unpacked lists, for the current or last pull on a backend that reports layers (containerd's
+	// parallel and warmd paths), each layer unpacked so far, in manifest order.
+	Unpacked []LayerReport `json:"unpacked,omitempty"`
 	// Attempt counts tries of the current pull.
 	Attempt int `json:"attempt,omitempty"`
 	// Reason says why the image failed, naming the fix where there is one.

@@ -1,8 +1,11 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -55,7 +58,49 @@ func WriteImages(w io.Writer, s prefetch.ImagesStatus, now time.Time) error {
 			fmt.Fprintf(w, "  %s: %s\n", im.Ref, firstLine(im.Reason))
 		}
 	}
+	for _, im := range s.Images {
+		if err := writeLayers(w, im); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// writeLayers shows how the layers of an image's current or last pull were unpacked: a row per
+// layer while it is pulled, one line once it is ready.
+func writeLayers(w io.Writer, im prefetch.ImageStatus) error {
+	if len(im.Unpacked) == 0 {
+		return nil
+	}
+	var inflated int64
+	var secs float64
+	byDecoder := map[string]int{}
+	for _, l := range im.Unpacked {
+		inflated += l.Inflated
+		secs += l.Seconds
+		byDecoder[orDash(cmp.Or(l.Decoder, l.By))]++
+	}
+	if im.State == prefetch.StateReady || im.State == prefetch.StateFailed {
+		var parts []string
+		for _, d := range slices.Sorted(maps.Keys(byDecoder)) {
+			parts = append(parts, fmt.Sprintf("%d %s", byDecoder[d], d))
+		}
+		fmt.Fprintf(w, "  %s: last pull unpacked %d layer(s) (%s), %s inflated, %.1fs applying\n",
+			im.Ref, len(im.Unpacked), strings.Join(parts, ", "), cli.Bytes(inflated), secs)
+		return nil
+	}
+	fmt.Fprintf(w, "  %s: %d of %d layer(s) unpacked\n", im.Ref, len(im.Unpacked), im.Layers)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "    LAYER\tSIZE\tFROM\tFETCHED AT\tBY\tDECODER\tINDEX\tINFLATED\tUNPACK")
+	for _, l := range im.Unpacked {
+		infl := "-" // the daemon does not say
+		if l.By != "daemon" {
+			infl = cli.Bytes(l.Inflated)
+		}
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fs\t%s\t%s\t%s\t%s\t%.1fs\n", imageShortDigest(l.Digest), cli.Bytes(l.Bytes),
+			orDash(l.From), l.FetchSeconds, l.By, orDash(l.Decoder), orDash(l.Index), infl, l.Seconds)
+	}
+	return tw.Flush()
 }
 
 func imageState(im prefetch.ImageStatus) string {

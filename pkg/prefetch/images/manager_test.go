@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/testenv"
@@ -192,6 +193,27 @@ func TestManager(t *testing.T) {
 				}
 				if _, ok := st.ForModel("org/other"); ok {
 					t.Error("the unwanted model's image is reported")
+				}
+				// The paths that apply layers one by one report each layer's unpack, in status and
+				// in the per-decoder metrics; the daemon's own pull does not.
+				switch b.wantPath {
+				case "warmd", "parallel":
+					by := map[string]string{"warmd": "warmd", "parallel": "daemon"}[b.wantPath]
+					if len(im.Unpacked) != 3 || im.Unpacked[0].By != by || im.Unpacked[0].From != "registry" || im.Unpacked[0].Digest == "" {
+						t.Errorf("unpacked layers %+v, want 3 unpacked by %s", im.Unpacked, by)
+					}
+					dec := map[string]string{"warmd": "gzip-warmd", "parallel": "daemon"}[b.wantPath]
+					var m dto.Metric
+					if err := h.met.Images.LayerUnpackSeconds.WithLabelValues(dec).(prometheus.Metric).Write(&m); err != nil {
+						t.Fatal(err)
+					}
+					if n := m.GetHistogram().GetSampleCount(); n != 4 { // 3 layers of one image, 1 of the other
+						t.Errorf("warmd_image_layer_unpack_seconds{decoder=%q} has %d samples, want 4", dec, n)
+					}
+				default:
+					if len(im.Unpacked) != 0 {
+						t.Errorf("unpacked layers %+v on the %s path, which does not report them", im.Unpacked, b.wantPath)
+					}
 				}
 				if n := testutil.ToFloat64(h.met.Images.ByState.WithLabelValues("ready")); n != 2 {
 					t.Errorf("warmd_images{state=ready} = %v, want 2", n)

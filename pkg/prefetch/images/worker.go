@@ -182,7 +182,9 @@ func (m *Manager) try(ctx context.Context, b prefetch.Images, e *entry, attempt 
 		return ctx.Err()
 	}
 	defer func() { <-sem }()
-	m.update(e, func(s *prefetch.ImageStatus) { s.State, s.Layer = prefetch.StatePulling, min(1, len(r.Layers)) })
+	m.update(e, func(s *prefetch.ImageStatus) {
+		s.State, s.Layer, s.Unpacked = prefetch.StatePulling, min(1, len(r.Layers)), nil
+	})
 
 	deadline := m.opts.Deadline(r.Size())
 	pctx, cancel := context.WithTimeout(ctx, deadline)
@@ -204,6 +206,16 @@ func (m *Manager) try(ctx context.Context, b prefetch.Images, e *entry, attempt 
 	if m.met != nil {
 		m.met.PullSeconds.WithLabelValues("success").Observe(secs)
 		m.met.Bytes.Add(float64(fetched))
+		m.mu.Lock()
+		for _, l := range e.st.Unpacked {
+			dec := l.Decoder
+			if dec == "" {
+				dec = l.By
+			}
+			m.met.LayerUnpackSeconds.WithLabelValues(dec).Observe(l.Seconds)
+			m.met.InflatedBytes.WithLabelValues(dec).Add(float64(l.Inflated))
+		}
+		m.mu.Unlock()
 	}
 	m.log.Info("image warm", "image", r.Name, "digest", r.Target.Digest, "bytes", r.Size(), "seconds", secs, "path", b.Backend().Path)
 	m.update(e, func(s *prefetch.ImageStatus) {
@@ -230,7 +242,9 @@ func (m *Manager) progress(e *entry, name string, p prefetch.Progress) int64 {
 	}
 	m.mu.Lock()
 	changed := e.st.State != p.Phase
-	e.st.State = p.Phase
+	unpacked := layerReports(p.Layers)
+	changed = changed || len(unpacked) != len(e.st.Unpacked)
+	e.st.State, e.st.Unpacked = p.Phase, unpacked
 	e.st.Layers, e.st.Layer = len(p.Layers), min(complete+1, len(p.Layers))
 	e.st.Bytes, e.st.TotalBytes = done, total
 	pub := changed || time.Since(e.last) >= 200*time.Millisecond
@@ -243,6 +257,19 @@ func (m *Manager) progress(e *entry, name string, p prefetch.Progress) int64 {
 		m.publish()
 	}
 	return done
+}
+
+// layerReports lists the layers of a progress report that are unpacked, in manifest order.
+func layerReports(layers []prefetch.LayerProgress) []prefetch.LayerReport {
+	var out []prefetch.LayerReport
+	for _, l := range layers {
+		if l.Unpack == nil {
+			continue
+		}
+		out = append(out, prefetch.LayerReport{Digest: l.Digest.String(), Bytes: l.Size, From: "registry",
+			FetchSeconds: l.FetchSeconds, LayerUnpack: *l.Unpack})
+	}
+	return out
 }
 
 // acquire takes a pull slot from the current semaphore (a reload may replace it) and returns that

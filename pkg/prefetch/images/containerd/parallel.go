@@ -160,8 +160,11 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			key, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
+			key, u, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
 			keys[i] = key
+			if err == nil {
+				tr.Unpacked(layers[i].Digest, u)
+			}
 			if err == nil && b.path == PathWarmd {
 				err = b.commitLayer(gctx, sn, layers, diffIDs, chain, keys, i)
 				close(applied[i+1])
@@ -225,11 +228,11 @@ func (b *Backend) transferContent(ctx context.Context, r prefetch.Resolved, tr *
 
 // applyLayer prepares layer i's snapshot (parentless: the chain is rebased at commit), applies the
 // blob (warmd itself on the warmd path, else the daemon's diff service), checks the diff ID, and
-// returns the snapshot's key.
-func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, error) {
+// returns the snapshot's key and how the layer was unpacked.
+func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, prefetch.LayerUnpack, error) {
 	key, mounts, err := b.prepareLayer(ctx, desc, diffID, chain, i)
 	if err != nil {
-		return key, err
+		return key, prefetch.LayerUnpack{}, err
 	}
 	if b.path == PathWarmd {
 		st, err := b.applyOwn(ctx, desc, diffID, mounts, true)
@@ -243,32 +246,33 @@ func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffI
 				b.opts.Log.Warn("could not drop the layer's gzip index", "digest", desc.Digest, "err", err)
 			}
 			if key, mounts, err = b.prepareLayer(ctx, desc, diffID, chain, i); err != nil {
-				return key, err
+				return key, prefetch.LayerUnpack{}, err
 			}
 			st, err = b.applyOwn(ctx, desc, diffID, mounts, false)
 			st.IndexDiscarded = why
 		}
 		if !errors.Is(err, errUnsupported) {
 			if err != nil {
-				return key, fmt.Errorf("layer %d: %w", i, err)
+				return key, prefetch.LayerUnpack{}, fmt.Errorf("layer %d: %w", i, err)
 			}
 			b.opts.Log.Info("layer unpacked by warmd", "layer", i, "digest", desc.Digest, "decoder", st.Decoder,
 				"compressed", st.Compressed, "inflated", st.Inflated, "seconds", st.Seconds, "indexBuilt", st.IndexBuilt)
 			b.stats.add(st)
-			return key, b.labelUncompressed(ctx, desc, diffID)
+			return key, st.report(), b.labelUncompressed(ctx, desc, diffID)
 		}
 		b.opts.Log.Info("warmd does not write this layer's mounts; the daemon applies it", "layer", i, "err", err)
 	}
 	t0 := time.Now()
 	got, err := b.client.DiffService().Apply(ctx, desc, mounts)
 	if err != nil {
-		return key, fmt.Errorf("apply layer %d (%s): %w", i, desc.Digest, err)
+		return key, prefetch.LayerUnpack{}, fmt.Errorf("apply layer %d (%s): %w", i, desc.Digest, err)
 	}
-	b.opts.Log.Debug("layer applied", "layer", i, "bytes", desc.Size, "seconds", time.Since(t0).Seconds())
+	u := prefetch.LayerUnpack{By: "daemon", Seconds: time.Since(t0).Seconds()}
+	b.opts.Log.Debug("layer applied", "layer", i, "bytes", desc.Size, "seconds", u.Seconds)
 	if got.Digest != diffID {
-		return key, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
+		return key, u, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
 	}
-	return key, b.labelUncompressed(ctx, desc, diffID)
+	return key, u, b.labelUncompressed(ctx, desc, diffID)
 }
 
 // prepareLayer makes layer i's parentless snapshot and returns its key and mounts.

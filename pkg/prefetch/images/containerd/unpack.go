@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"warmd.io/warmd/pkg/inflate"
+	"warmd.io/warmd/pkg/prefetch"
 )
 
 // PathWarmd is the path on which warmd unpacks layers itself: the daemon fetches each blob into its
@@ -86,6 +87,20 @@ type LayerStats struct {
 	Seconds        float64 // from open to applied and checked
 	IndexBuilt     bool
 	IndexDiscarded string // why an index was not used, when one was found
+}
+
+// report is st as the layer's status shows it.
+func (st LayerStats) report() prefetch.LayerUnpack {
+	u := prefetch.LayerUnpack{By: "warmd", Decoder: st.Decoder, Inflated: st.Inflated, Seconds: st.Seconds}
+	switch {
+	case st.IndexDiscarded != "":
+		u.Index = "discarded"
+	case st.Decoder == "gzip-warmd-indexed":
+		u.Index = "used"
+	case st.IndexBuilt:
+		u.Index = "built"
+	}
+	return u
 }
 
 // applyOwn inflates layer desc and untars it onto mounts, checking the stream against diffID. It
@@ -267,7 +282,6 @@ func (b *Backend) inflateGzip(ctx context.Context, desc ocispec.Descriptor, blob
 
 // errIndexed marks a failure of an indexed decode: the caller drops the index and decodes serially.
 var errIndexed = errors.New("indexed decode failed")
-
 
 // unpackStats adds up how the layers of this backend's pulls were unpacked (for the log line at the
 // end of a pull, tests and the benchmark).

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/opencontainers/image-spec/identity"
 	digest "github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
 
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/inflate"
@@ -107,13 +107,19 @@ func TestUnpackIndex(t *testing.T) {
 	b := warmdBackend(t, socket, idx)
 	ref := reg.Ref("idx/big:v1")
 
-	pullRemove := func() {
+	// pullRemove pulls and removes the image, and returns how its one layer was unpacked as the
+	// progress reports it (what warmd status shows).
+	pullRemove := func() prefetch.LayerUnpack {
 		r, err := b.Resolve(t.Context(), ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Pull(t.Context(), r, nil); err != nil {
+		var last prefetch.Progress
+		if err := b.Pull(t.Context(), r, func(p prefetch.Progress) { last = p }); err != nil {
 			t.Fatal(err)
+		}
+		if len(last.Layers) != 1 || last.Layers[0].Unpack == nil || !last.Layers[0].Complete || last.Layers[0].FetchSeconds <= 0 {
+			t.Fatalf("last progress %+v: want the one layer fetched, with its unpack", last)
 		}
 		if err := b.Release(t.Context(), r.Name, prefetch.OnRemoveRemove); err != nil {
 			t.Fatal(err)
@@ -129,19 +135,26 @@ func TestUnpackIndex(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		return *last.Layers[0].Unpack
 	}
-	pullRemove()
+	u := pullRemove()
 	if s := b.Unpacked(); s.IndexesBuilt != 1 || s.Indexed != 0 {
 		t.Fatalf("first pull: %+v, want one index built", s)
+	}
+	if u.By != "warmd" || u.Decoder != "gzip-warmd" || u.Index != "built" || u.Inflated == 0 || u.Seconds <= 0 {
+		t.Fatalf("first pull's layer: %+v, want warmd's serial decoder that built an index", u)
 	}
 	p, _ := idx.Get(t.Context(), layer)
 	x, err := inflate.UnmarshalIndex(p, int64(len(z)))
 	if err != nil || len(x.Points) < 2 {
 		t.Fatalf("stored index: %v, %d points", err, len(x.Points))
 	}
-	pullRemove()
+	u = pullRemove()
 	if s := b.Unpacked(); s.Indexed != 1 {
 		t.Fatalf("second pull: %+v, want the layer decoded from its index", s)
+	}
+	if u.Decoder != "gzip-warmd-indexed" || u.Index != "used" {
+		t.Fatalf("second pull's layer: %+v, want the indexed decoder", u)
 	}
 	// Tamper: wrong windows give wrong bytes, which the diff ID catches.
 	for i := range x.Points {
@@ -152,7 +165,9 @@ func TestUnpackIndex(t *testing.T) {
 	}
 	bad, _ := x.MarshalBinary()
 	idx.Put(t.Context(), layer, bad)
-	pullRemove()
+	if u := pullRemove(); u.Decoder != "gzip-warmd" || u.Index != "discarded" {
+		t.Fatalf("tampered index's layer: %+v, want serial with the index discarded", u)
+	}
 	s := b.Unpacked()
 	if s.IndexesDiscarded != 1 || s.Layers != 3 {
 		t.Fatalf("tampered index: %+v, want it discarded and the layer decoded serially", s)

@@ -44,11 +44,12 @@ type Tracker struct {
 	index  map[digest.Digest]int
 	layers []prefetch.LayerProgress
 	fn     func(prefetch.Progress)
+	start  time.Time
 }
 
 // NewTracker tracks r's layers and reports to fn.
 func NewTracker(r prefetch.Resolved, fn func(prefetch.Progress)) *Tracker {
-	t := &Tracker{index: map[digest.Digest]int{}, fn: fn}
+	t := &Tracker{index: map[digest.Digest]int{}, fn: fn, start: time.Now()}
 	for i, l := range r.Layers {
 		t.index[l.Digest] = i
 		t.layers = append(t.layers, prefetch.LayerProgress{Digest: l.Digest, Size: l.Size})
@@ -71,19 +72,44 @@ func (t *Tracker) Set(d digest.Digest, done int64, complete bool) {
 	}
 	if complete {
 		l.Complete, l.Done = true, l.Size
+		l.FetchSeconds = time.Since(t.start).Seconds()
 	} else if done >= 0 {
 		l.Done = min(done, l.Size)
 	}
+	p := t.snapshot()
+	t.mu.Unlock()
+	t.fn(p)
+}
+
+// Unpacked records how layer d was unpacked and reports it.
+func (t *Tracker) Unpacked(d digest.Digest, u prefetch.LayerUnpack) {
+	t.mu.Lock()
+	i, ok := t.index[d]
+	if !ok {
+		t.mu.Unlock()
+		return
+	}
+	t.layers[i].Unpack = &u
+	p := t.snapshot()
+	t.mu.Unlock()
+	t.fn(p)
+}
+
+// snapshot copies the layers (each Unpack too, so the receiver owns what it gets); t.mu is held.
+func (t *Tracker) snapshot() prefetch.Progress {
 	p := prefetch.Progress{Phase: prefetch.StatePulling, Layers: append([]prefetch.LayerProgress(nil), t.layers...)}
 	all := true
-	for _, l := range t.layers {
+	for i, l := range t.layers {
 		all = all && l.Complete
+		if l.Unpack != nil {
+			u := *l.Unpack
+			p.Layers[i].Unpack = &u
+		}
 	}
 	if all {
 		p.Phase = prefetch.StateUnpacking
 	}
-	t.mu.Unlock()
-	t.fn(p)
+	return p
 }
 
 func (t *Tracker) pending() []digest.Digest {
