@@ -64,6 +64,9 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 			map[string]any{"name": nvml.EnvRecordedInventory, "value": "/etc/warmd-gpu/inventory.json"}},
 		"extraVolumes":      []any{map[string]any{"name": "gpu", "configMap": map[string]any{"name": "warmd-e2e-gpu"}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "gpu", "mountPath": "/etc/warmd-gpu", "readOnly": true}},
+		// The node's containerd keeps its root in the run's temp dir (scripts/cluster/up.sh): mounted
+		// at the same path, warmd unpacks the images itself (containerd.unpack: warmd, the default).
+		"hostPaths": map[string]any{"containerdRoot": filepath.Join(w.c.Dir, "containerd", "root")},
 		"extender": map[string]any{"enabled": true,
 			"tolerations": []any{map[string]any{"key": "warmd.io/cold", "operator": "Exists", "effect": "NoSchedule"}}},
 	}

@@ -24,6 +24,7 @@ import (
 	"warmd.io/warmd/pkg/api"
 	modelid "warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -368,6 +369,23 @@ func (e *e2e) warmAndUntainted(ctx context.Context, t *testing.T) {
 	for _, ref := range []string{e.w.vllmImage, e.w.extraImage} {
 		if !pinned(string(out), ref) {
 			t.Errorf("%s is not pinned in the node's containerd:\n%s", ref, out)
+		}
+	}
+	// warmd unpacked the images itself, onto the snapshots the kubelet's pods then run from.
+	st, err := e.status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ims, _, err := prefetch.ImagesSection.Decode(st.Sections)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ims.Backend.Path != "warmd" {
+		t.Errorf("images backend path %q (%s), want warmd: the chart mounts the node's containerd root", ims.Backend.Path, ims.Backend.Detail)
+	}
+	for _, im := range ims.Images {
+		if len(im.Unpacked) == 0 || im.Unpacked[0].By != "warmd" {
+			t.Errorf("image %s: unpacked %+v, want its layers unpacked by warmd", im.Ref, im.Unpacked)
 		}
 	}
 	snap := e.c.HostPath(fmt.Sprintf("/var/lib/warmd/weights/models--%s/snapshots/%s", strings.ReplaceAll(e.w.qwen7b.name, "/", "--"), e.w.qwen7b.revision))

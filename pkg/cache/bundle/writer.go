@@ -114,6 +114,10 @@ func addFile(tw *tar.Writer, src *fsroot.Root, p fsroot.Path, lim Limits) (Entry
 	switch {
 	case errors.Is(err, fsroot.ErrSymlink) || errors.Is(err, fsroot.ErrNotRegular):
 		return Entry{}, skipped(p, SkipNotPlain, fmt.Errorf("replaced by a link or a special file since it was seen (%w)", err))
+	case errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP):
+		// A dir on its path was swapped for a file or a link since the scan (opening a link with
+		// O_DIRECTORY|O_NOFOLLOW fails with ENOTDIR): the pod's tree moved under us, this file only.
+		return Entry{}, skipped(p, SkipNotPlain, fmt.Errorf("a directory on its path was replaced since it was seen (%w)", err))
 	case errors.Is(err, fs.ErrNotExist):
 		return Entry{}, skipped(p, SkipGone, err)
 	case err != nil:
