@@ -38,9 +38,11 @@ func PollContent(ctx context.Context, cs content.Store, tr *Tracker, every time.
 	}
 }
 
-// Tracker folds backend events into prefetch.Progress snapshots.
+// Tracker folds backend events into prefetch.Progress snapshots. Events come from concurrent fetch and
+// apply goroutines; fn is called from one at a time, in the order the snapshots were taken.
 type Tracker struct {
 	mu     sync.Mutex
+	emitMu sync.Mutex // held from snapshot to the end of fn, so fn is never called concurrently
 	index  map[digest.Digest]int
 	layers []prefetch.LayerProgress
 	fn     func(prefetch.Progress)
@@ -76,9 +78,7 @@ func (t *Tracker) Set(d digest.Digest, done int64, complete bool) {
 	} else if done >= 0 {
 		l.Done = min(done, l.Size)
 	}
-	p := t.snapshot()
-	t.mu.Unlock()
-	t.fn(p)
+	t.emit(t.snapshot())
 }
 
 // Unpacked records how layer d was unpacked and reports it.
@@ -90,8 +90,15 @@ func (t *Tracker) Unpacked(d digest.Digest, u prefetch.LayerUnpack) {
 		return
 	}
 	t.layers[i].Unpack = &u
-	p := t.snapshot()
+	t.emit(t.snapshot())
+}
+
+// emit hands p to fn; t.mu is held on entry and released here, after emitMu is taken, so snapshots
+// reach fn in the order they were taken and never two at once.
+func (t *Tracker) emit(p prefetch.Progress) {
+	t.emitMu.Lock()
 	t.mu.Unlock()
+	defer t.emitMu.Unlock()
 	t.fn(p)
 }
 
