@@ -38,8 +38,9 @@ const (
 //
 // It is off by default: it opens a port on the host network and needs what only the deployment can
 // give — a projected ServiceAccount token with the peer audience (TokenFile) on every pod, RBAC to
-// create tokenreviews, and the API server (readiness not disabled). The chart turns it on with all
-// three (values peers.enabled).
+// create tokenreviews and to read and write Leases in warmd's namespace (the seed, see SeedWait), and
+// the API server (readiness not disabled). The chart turns it on with all of them (values
+// peers.enabled).
 type Peers struct {
 	// Enabled turns peer serving and peer fetching on. Default false (see above).
 	Enabled bool `json:"enabled,omitempty"`
@@ -69,11 +70,11 @@ type Peers struct {
 	// cap under-used (under 3/4 of it over the last second: each is held back by its own disk or
 	// link), one more is taken per second, up to 4 × ServeSlots. Default 2. Range: 1..1024.
 	ServeSlots int `json:"serveSlots,omitempty"`
-	// SeedWait bounds how long a node that finds no warm peer waits while another node that wants the
-	// model and sorts before it by name (the seed) fetches it from the origin. Without the wait, a node
-	// group that starts together would all read the origin at once, which is what peers are for
-	// avoiding. A node becomes the seed itself only after a tenth of it (at most 10s) in which the
-	// group's labels can appear. Default 10m. Range: 1s..24h.
+	// SeedWait bounds how long a node that finds no warm peer waits while another node (the seed: the
+	// holder of the model revision's Lease, warmd-seed-<hash> in warmd's namespace, which the first node
+	// to ask takes) fetches it from the origin. Without the wait, a node group that starts together
+	// would all read the origin at once, which is what peers are for avoiding. A seed that stops
+	// renewing its Lease (it died) is replaced within 15s by a waiting node. Default 10m. Range: 1s..24h.
 	SeedWait metav1.Duration `json:"seedWait,omitempty"`
 	// StallTimeout drops a peer whose answer spent this long waiting on the network while receiving
 	// under 64 KiB (its chunk continues from the origin). Default 10s. Range: 1s..10m.

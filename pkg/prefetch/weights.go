@@ -25,7 +25,7 @@ type Weights interface {
 // Source holds one model's files: an S3 prefix, a local mirror dir. Names are relative to the
 // model's root, with forward slashes, and are validated by the source before anyone sees them: a
 // bucket's keys and a mirror's file names are outside input, and each becomes a path in the
-// snapshot.
+// snapshot. A Source that holds something for the length of one fetch also implements FetchEnder.
 type Source interface {
 	// List returns every file of the model. A name that is not a safe relative path, or a listing
 	// that cannot form one tree (a name listed twice, a file that is also a directory), is an error
@@ -39,6 +39,13 @@ type Source interface {
 	GetRange(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error)
 	// String names the source for logs and errors (s3://bucket/prefix/, file:///dir/).
 	String() string
+}
+
+// FetchEnder is a Source that holds something for the length of one fetch (the peer source: the model
+// revision's seed Lease); the engine calls EndFetch once when the fetch ends, with its error (nil: the
+// model was published), so the source can let go in the way that outcome needs.
+type FetchEnder interface {
+	EndFetch(err error)
 }
 
 // Listing is what a Source lists for one model.

@@ -318,7 +318,7 @@ func selectFiles(m config.Model, name string) bool {
 }
 
 // Fetch implements prefetch.Weights.
-func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefetch.ModelStatus)) (prefetch.ModelStatus, error) {
+func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefetch.ModelStatus)) (_ prefetch.ModelStatus, fetchErr error) {
 	if m.Revision == "" {
 		m.Revision = "main"
 	}
@@ -341,6 +341,9 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 	src, err := e.opts.Open(ctx, m)
 	if err != nil {
 		return fail(fmt.Errorf("model %s: %w", m.Name, err))
+	}
+	if fe, ok := src.(prefetch.FetchEnder); ok { // it holds something for this fetch (the peer source: its seed Lease)
+		defer func() { fe.EndFetch(fetchErr) }()
 	}
 	listing, err := src.List(ctx)
 	if err != nil {

@@ -103,10 +103,11 @@ func (s *Source) live() bool {
 	return slices.ContainsFunc(s.peers, func(m *member) bool { return !m.dead.Load() })
 }
 
-// originOpen is OriginGate's answer, asked again when older than RefreshEvery; an error opens it (a
-// fetch must not hang on the API server).
+// originOpen reports whether this node holds the seed role (always, without a Seeder), asked again
+// when the last answer is older than RefreshEvery; an error opens it (a fetch must not hang on the API
+// server).
 func (s *Source) originOpen(ctx context.Context) bool {
-	if s.o.OriginGate == nil {
+	if s.o.Seed == nil {
 		return true
 	}
 	s.gmu.Lock()
@@ -114,13 +115,13 @@ func (s *Source) originOpen(ctx context.Context) bool {
 	if !s.gateAt.IsZero() && time.Since(s.gateAt) < s.o.RefreshEvery {
 		return s.gate
 	}
-	open, err := s.o.OriginGate(ctx)
+	open, holder, err := s.o.Seed.Acquire(ctx)
 	if err != nil {
-		s.o.Log.Debug("origin gate unknown; reading the origin", "model", s.o.Model, "err", err)
+		s.o.Log.Debug("seed role unknown; reading the origin", "model", s.o.Model, "err", err)
 		open = true
 	}
 	if open != s.gate || s.gateAt.IsZero() {
-		s.o.Log.Debug("origin gate for chunks busy peers turned away", "model", s.o.Model, "open", open)
+		s.o.Log.Debug("may chunks busy peers turned away read the origin", "model", s.o.Model, "open", open, "seed", holder)
 	}
 	s.gate, s.gateAt = open, time.Now()
 	return open

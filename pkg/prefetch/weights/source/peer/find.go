@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/peer/discover"
+	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -38,58 +38,39 @@ func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port stri
 	return discover.Peers(ctx, c, sel, self, port, k, rv, nil)
 }
 
-// ColdValues are the label values of a node that wants the model and is getting it (not warm, not
-// failed): such a node may be the seed others wait for.
-var ColdValues = []string{"cold", "image"}
+// seedLease is how long a seed Lease stays its holder's without a renewal (a variable for tests):
+// a seed that dies costs the nodes waiting for it about this long.
+var seedLease = seed.DefaultDuration
 
-// Seed returns the name of the node the fleet waits for to fetch the model from the origin first — the
-// first by name of the nodes that want it and do not hold it yet — when that is not self; "" when self
-// is the seed (or no other node wants the model). labelled says whether self's own Node carries the
-// label yet: until it does, readiness may not have labelled the others either.
-func Seed(ctx context.Context, c kubernetes.Interface, labelKey, self string) (seed string, labelled bool, err error) {
-	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(ColdValues, ","))
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return "", false, fmt.Errorf("find the seed: list nodes with %s: %w", sel, err)
-	}
-	for _, n := range nodes.Items {
-		if n.Name == self {
-			labelled = true
-		}
-		if n.Name < self && (seed == "" || n.Name < seed) {
-			seed = n.Name
-		}
-	}
-	return seed, labelled, nil
-}
-
-// settle bounds how long a node whose own Node has no label for the model yet waits for the labels
-// (readiness writes them as it starts) before it decides it is the seed.
-const settle = 30 * time.Second
-
-// findOrWait returns warm peers, waiting up to wait (polling every poll) while another node is the seed
-// and no peer is warm yet.
-func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
-	start := time.Now()
-	deadline := start.Add(wait)
-	logged := false
+// findOrWait returns warm peers, waiting up to wait (polling every poll) while another node holds the
+// model revision's seed Lease and no peer is warm yet. It returns no peers, and no error, when this
+// node took the Lease (it is the seed and reads the origin) or the wait ran out. The first node that
+// asks is the seed: nodes that start together do not wait for each other's labels to appear.
+func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, lease Seeder, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
+	deadline := time.Now().Add(wait)
+	waitingFor := ""
 	for {
 		peers, err := Find(ctx, c, labelKey, self, port, k)
 		if err != nil || len(peers) > 0 {
 			return peers, err
 		}
-		seed, labelled, err := Seed(ctx, c, labelKey, self)
-		if err != nil || time.Now().After(deadline) {
-			return nil, err
+		held, holder, err := lease.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("no warm peer, and the seed Lease cannot be read or taken (check warmd's RBAC for leases in its namespace): %w", err)
 		}
-		// Nodes of a group start seconds apart: a node decides it is the seed only after a short
-		// settle (a tenth of the wait, at most 10s) in which the others' labels can appear.
-		if seed == "" && ((labelled && time.Since(start) >= min(wait/10, 10*time.Second)) || time.Since(start) > min(wait, settle)) {
-			return nil, nil // this node is the seed
+		if held {
+			if waitingFor != "" {
+				log.Info("the seed stopped renewing its Lease: this node reads the origin now", "seed", waitingFor)
+			}
+			return nil, nil
 		}
-		if !logged && seed != "" {
-			log.Info("no warm peer yet: waiting while the seed fetches from the origin", "seed", seed, "wait", wait)
-			logged = true
+		if time.Now().After(deadline) {
+			log.Warn("no warm peer after the seed wait: reading the origin beside the seed", "seed", holder, "wait", wait)
+			return nil, nil
+		}
+		if holder != "" && holder != waitingFor {
+			log.Info("no warm peer yet: waiting while the seed fetches from the origin", "seed", holder, "wait", wait)
+			waitingFor = holder
 		}
 		select {
 		case <-ctx.Done():
@@ -128,6 +109,7 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 	}
 	log = log.With("part", "weights")
 	_, port, _ := net.SplitHostPort(cfg.Peers.Listen)
+	ns, _, _ := strings.Cut(cfg.Peers.ServiceAccount, "/") // warmd's own namespace (validated namespace/name)
 	names := make([]string, 0, len(cfg.Models))
 	for _, md := range cfg.Models {
 		names = append(names, md.Name)
@@ -139,10 +121,13 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		if err != nil {
 			return nil, err
 		}
+		// One Lease per model revision in warmd's own namespace names the node that reads the origin
+		// while no peer can serve it (pkg/peer/seed).
+		lease := seed.New(c, ns, md.Name, md.Revision, cfg.NodeName, seedLease)
 		// Found at the first chunk, not now: a model already published is never fetched, so its
 		// node never waits for a seed. Without peers the source still counts every byte as the origin's.
 		discover := func(ctx context.Context) ([]string, error) {
-			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
+			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, lease, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
 		}
 		// During the fetch, every warm peer is a candidate (in random order); the source adds the new
 		// ones it can use.
@@ -150,14 +135,10 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
 		}
 		// A chunk every warm peer turned away busy waits for a slot; after busyGrace it goes to the
-		// origin if this node is the seed (the first by name of the nodes still wanting the model):
-		// one node of a group reads the origin at a time, as at the start (docs/fleet.md).
-		gate := func(ctx context.Context) (bool, error) {
-			seed, _, err := Seed(ctx, c, keys[md.Name], cfg.NodeName)
-			return seed == "", err
-		}
+		// origin if this node holds the seed Lease: one node of a group reads the origin at a time, as
+		// at the start (docs/fleet.md).
 		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
-			RefreshEvery: refreshEvery, OriginGate: gate, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
+			RefreshEvery: refreshEvery, Seed: lease, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
 			Node: cfg.NodeName, Token: tf.Token, Stall: cfg.Peers.StallTimeout.Duration, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }

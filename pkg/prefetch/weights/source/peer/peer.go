@@ -9,8 +9,8 @@
 //
 // A peer that is busy serving other nodes (503 with Retry-After: its serving slots are held) is not a
 // failure: that chunk goes to another peer and the busy one is asked again after Retry-After. When
-// every peer is busy the chunk goes to the origin if the origin gate lets this node (the daemon's
-// gate is the seed rule: one node of a group at a time), else it waits for a slot. While a fetch runs
+// every peer is busy the chunk goes to the origin if this node holds the seed role (the daemon's:
+// a Lease per model revision, so one node of a group at a time reads it), else it waits for a slot. While a fetch runs
 // it looks the warm peers up again now and then (Refresh), so nodes that finished meanwhile serve it
 // too: that is how warm nodes multiply per wave (docs/fleet.md).
 package peer
@@ -60,10 +60,12 @@ type Options struct {
 	Refresh func(ctx context.Context) ([]string, error)
 	// RefreshEvery is the least time between two Refresh calls. Default DefaultRefreshEvery.
 	RefreshEvery time.Duration
-	// OriginGate, when set, says whether this node may read the origin for a chunk every live peer
-	// turned away busy (the daemon's: the seed rule, so one node of a group at a time does); false:
-	// the chunk waits for a slot. Asked at most every RefreshEvery. nil: always.
-	OriginGate func(ctx context.Context) (bool, error)
+	// Seed, when set, is the model revision's one-origin-reader rule (the daemon's: a seed Lease,
+	// pkg/peer/seed). A chunk every live peer turned away busy reads the origin only while this node
+	// holds it (asked at most every RefreshEvery; false: the chunk waits for a slot); every origin read
+	// renews it, so it stays this node's exactly while it reads; EndFetch gives it up after a failed
+	// fetch. nil: always read.
+	Seed Seeder
 	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate, counted from the
 	// chunk's first try or the last time a peer became warm, whichever is later: slots free within
 	// seconds when downloads are short, and a chunk sent to a slow origin then costs more than the
@@ -91,6 +93,18 @@ type Options struct {
 	Log    *slog.Logger
 }
 
+// Seeder names the one node of a fleet that reads the origin for a model revision while no peer can
+// serve it; *seed.Lease implements it.
+type Seeder interface {
+	// Acquire takes the role when nobody holds it (or its holder stopped renewing) and reports whether
+	// this node holds it now.
+	Acquire(ctx context.Context) (held bool, holder string, err error)
+	// Renew keeps the role while this node reads the origin; it does nothing when not held or not due.
+	Renew(ctx context.Context) error
+	// Release gives the role up, so a node waiting for it takes it at once.
+	Release(ctx context.Context) error
+}
+
 // Source implements prefetch.Source over peers and an origin.
 type Source struct {
 	o     Options
@@ -99,8 +113,8 @@ type Source struct {
 	found bool
 	peers []*member
 	rmu   sync.Mutex // held while Refresh runs
-	gmu   sync.Mutex // held while OriginGate runs
-	// gate and gateAt are OriginGate's last answer and when it was asked (under gmu).
+	gmu   sync.Mutex // held while Seed.Acquire runs (originOpen)
+	// gate and gateAt are Seed.Acquire's last answer and when it was asked (under gmu).
 	gate   bool
 	gateAt time.Time
 	// looked is when the peers were last looked up, addedAt when one was last added during the fetch
@@ -140,6 +154,7 @@ type served struct {
 var (
 	_ prefetch.Source      = (*Source)(nil)
 	_ prefetch.MultiSource = (*Source)(nil)
+	_ prefetch.FetchEnder  = (*Source)(nil)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -178,6 +193,25 @@ func New(opts Options) *Source {
 		s.setPeers(opts.Peers)
 	}
 	return s
+}
+
+// releaseTimeout bounds EndFetch's call to the API server: a fetch that ended must not hang on it, and
+// a Lease not released expires by itself.
+const releaseTimeout = 5 * time.Second
+
+// EndFetch implements prefetch.FetchEnder. A fetch that failed or stopped gives the seed role up at
+// once, so a node waiting for it takes it now rather than when it expires. A published one keeps it
+// until it expires unrenewed: readiness labels this node warm meanwhile, and the nodes waiting then
+// find it as a peer instead of taking the role and reading the whole model from the origin again.
+func (s *Source) EndFetch(err error) {
+	if s.o.Seed == nil || err == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	if rerr := s.o.Seed.Release(ctx); rerr != nil {
+		s.o.Log.Warn("could not give the seed role up; it expires by itself", "model", s.o.Model, "err", rerr)
+	}
 }
 
 // String is the origin's: the journal and the published record name the origin, so a download resumes
@@ -272,7 +306,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
 // is asked. When every live peer is busy it waits for a slot (see busyWait) until it has waited
-// BusyGrace (graceOver) and the origin gate lets this node read the origin, or it has waited BusyWait. It returns the bytes written and
+// BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait. It returns the bytes written and
 // the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
@@ -303,6 +337,11 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 }
 
 func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
+	if s.o.Seed != nil {
+		if err := s.o.Seed.Renew(ctx); err != nil {
+			s.o.Log.Debug("could not renew the seed role; reading the origin anyway", "model", s.o.Model, "err", err)
+		}
+	}
 	got, err := s.o.Origin.GetRange(ctx, name, off, n, w)
 	s.originBytes.Add(got)
 	s.o.OnBytes("origin", got)

@@ -13,13 +13,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/faultproxy"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/prefetch"
+	peersrc "warmd.io/warmd/pkg/prefetch/weights/source/peer"
 )
 
 // TestPeers runs the peer scenarios on one API server and one origin.
@@ -31,6 +34,8 @@ func TestPeers(t *testing.T) {
 	t.Run("only warmd's token for the peer audience reads", func(t *testing.T) { refusals(t, w.scenario("auth")) })
 	t.Run("the upload cap holds", func(t *testing.T) { uploadCap(t, w.scenario("capped")) })
 	t.Run("a node group waits for its seed", func(t *testing.T) { waitsForSeed(t, w.scenario("seed")) })
+	t.Run("a dead seed is replaced when its Lease expires", func(t *testing.T) { deadSeed(t, w.scenario("deadseed")) })
+	t.Run("a failed seed gives its Lease up", func(t *testing.T) { failedSeedReleases(t, w.scenario("failedseed")) })
 	t.Run("a busy peer sends a second downloader elsewhere", func(t *testing.T) { busyPeer(t, w.scenario("busy")) })
 	t.Run("a peer warm during a fetch is used by it", func(t *testing.T) { warmDuringFetch(t, w.scenario("refresh")) })
 	t.Run("only the seed reads the origin while peers are busy", func(t *testing.T) { busyWaits(t, w.scenario("gate")) })
@@ -246,13 +251,27 @@ func uploadCap(t *testing.T, w *world) {
 	}
 }
 
-// Two nodes want the model and neither holds it: the second by name waits while the first (the seed)
-// reads the origin, then reads every byte from it. A node that already holds the model never waits.
+// Two nodes want the model and neither holds it: the first to ask takes the model's seed Lease and
+// reads the origin; the second, asking while the Lease is held, waits instead of reading the origin,
+// then reads every byte from the seed once it is warm. The seed keeps its Lease after it published
+// (until it expires unrenewed), so a node still waiting cannot take it before readiness labels the
+// seed warm. A node that already holds the model never waits.
 func waitsForSeed(t *testing.T, w *world) {
-	seed := w.node(t, 1, nil)
-	seed.label(t, w, "cold")
-	late := w.node(t, 2, func(c *config.NodeConfig) { c.Peers.SeedWait = metav1.Duration{Duration: time.Minute} })
+	w.originDelay = 300 * time.Millisecond // the seed's fetch lasts seconds
+	first := w.node(t, 2, nil)             // sorts after the other by name: the first to ask wins, not the first by name
+	first.label(t, w, "cold")
+	late := w.node(t, 1, func(c *config.NodeConfig) { c.Peers.SeedWait = metav1.Duration{Duration: time.Minute} })
 	late.label(t, w, "cold")
+	seedDone := make(chan prefetch.ModelStatus, 1)
+	seedErr := make(chan error, 1)
+	go func() {
+		st, err := first.engine.Fetch(context.Background(), w.model, nil)
+		seedErr <- err
+		seedDone <- st
+	}()
+	if holder := w.awaitSeed(t, ""); holder != first.name {
+		t.Fatalf("seed Lease held by %q; want %s, the first to ask", holder, first.name)
+	}
 	done := make(chan prefetch.ModelStatus, 1)
 	go func() {
 		st, err := late.engine.Fetch(context.Background(), w.model, nil)
@@ -261,25 +280,129 @@ func waitsForSeed(t *testing.T, w *world) {
 		}
 		done <- st
 	}()
-	time.Sleep(3 * time.Second) // the late node polls every 2s
+	if err := <-seedErr; err != nil {
+		t.Fatalf("the seed's fetch: %v", err)
+	}
+	st := <-seedDone
+	verified(t, w, first.name, st)
+	prefetch.WeightsSection.Publish(first.store, prefetch.WeightsStatus{Models: []prefetch.ModelStatus{st}})
+	if bs := from(t, st); bs.OriginBytes != w.size() {
+		t.Errorf("the seed read %d bytes from the origin; want all %d", bs.OriginBytes, w.size())
+	}
+	time.Sleep(3 * time.Second) // the late node polls every 2s: it must still be waiting, not reading the origin
 	select {
 	case st := <-done:
 		t.Fatalf("the late node did not wait for its seed: %+v", st.From)
 	default:
 	}
-	seed.fetch(t, w)
-	seed.serve(t, w)
-	seed.warm(t, w)
-	st := <-done
+	if holder := w.seedHolder(t); holder != first.name {
+		t.Errorf("after publishing, the seed Lease is held by %q; want %s until it expires", holder, first.name)
+	}
+	first.serve(t, w)
+	first.warm(t, w)
+	st = <-done
 	bs := from(t, st)
 	t.Logf("late node: %d bytes from peers %v, %d from the origin", bs.PeerBytes, bs.Peers, bs.OriginBytes)
 	if bs.PeerBytes != w.size() || bs.OriginBytes != 0 {
 		t.Errorf("late node read %d from peers and %d from the origin; want all %d from the seed", bs.PeerBytes, bs.OriginBytes, w.size())
 	}
-	// The seed, warm now, is not fetched again and does not wait (another cold node sorts before it).
+	// The seed, warm now, is not fetched again and does not wait.
 	w.node(t, 0, nil).label(t, w, "cold")
 	t0 := time.Now()
-	if _, err := seed.engine.Fetch(context.Background(), w.model, nil); err != nil || time.Since(t0) > time.Second {
+	if _, err := first.engine.Fetch(context.Background(), w.model, nil); err != nil || time.Since(t0) > time.Second {
 		t.Errorf("a published model's fetch took %s (%v); want no wait", time.Since(t0), err)
+	}
+}
+
+// A seed that dies (its process is gone: it neither renews nor releases its Lease) is replaced: a
+// waiting node takes the Lease over once it has not changed for its duration, by the waiting node's
+// own clock, and reads the model from the origin.
+func deadSeed(t *testing.T, w *world) {
+	old := peersrc.SetSeedLease(2 * time.Second)
+	t.Cleanup(func() { peersrc.SetSeedLease(old) })
+	dead := seed.New(w.kube.Client, "warmd", w.model.Name, w.model.Revision, w.prefix+"-dead", 2*time.Second)
+	if held, _, err := dead.Acquire(context.Background()); err != nil || !held {
+		t.Fatalf("the dead seed's Lease: held %v, %v", held, err)
+	}
+	n := w.node(t, 1, nil)
+	n.label(t, w, "cold")
+	t0 := time.Now()
+	st := n.fetch(t, w)
+	took := time.Since(t0)
+	bs := from(t, st)
+	t.Logf("%s took the Lease over and fetched in %s: %d from the origin", n.name, took.Round(time.Millisecond), bs.OriginBytes)
+	if took < 2*time.Second {
+		t.Errorf("fetched in %s: it did not wait the dead seed's 2s Lease out", took)
+	}
+	if took > 15*time.Second {
+		t.Errorf("fetched in %s: the dead seed was not replaced when its Lease expired", took)
+	}
+	if bs.OriginBytes != w.size() {
+		t.Errorf("read %d bytes from the origin; want all %d", bs.OriginBytes, w.size())
+	}
+	if holder := w.seedHolder(t); holder != n.name {
+		t.Errorf("seed Lease held by %q; want %s, which took it over", holder, n.name)
+	}
+}
+
+// A seed whose fetch fails gives its Lease up at once, so a waiting node does not wait it out.
+func failedSeedReleases(t *testing.T, w *world) {
+	w.originDelay = 300 * time.Millisecond
+	n := w.node(t, 1, nil)
+	n.label(t, w, "cold")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := n.engine.Fetch(ctx, w.model, nil)
+		errc <- err
+	}()
+	if holder := w.awaitSeed(t, ""); holder != n.name {
+		t.Fatalf("seed Lease held by %q; want %s", holder, n.name)
+	}
+	cancel() // the fetch stops: as when warmd is told to stop, or the model is dropped from the config
+	if err := <-errc; err == nil {
+		t.Fatal("a stopped fetch returned no error")
+	}
+	if holder := w.seedHolder(t); holder != "" {
+		t.Errorf("after a failed fetch the seed Lease is held by %q; want it given up", holder)
+	}
+}
+
+// seedHolder is the holder of the scenario's seed Lease ("" when it has none).
+func (w *world) seedHolder(t *testing.T) string {
+	t.Helper()
+	l, err := w.kube.Client.CoordinationV1().Leases("warmd").Get(context.Background(), seed.Name(w.model.Name, w.model.Revision), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// awaitSeed waits until the scenario's seed Lease is held by someone other than not, and names it.
+func (w *world) awaitSeed(t *testing.T, not string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if h := w.seedHolder(t); h != "" && h != not {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nobody took the seed Lease in 30s")
+		}
+	}
+}
+
+// expireSeed removes the scenario's seed Lease, as if its holder had published long ago and the Lease
+// had expired: the next node that needs the origin takes it at once.
+func (w *world) expireSeed(t *testing.T) {
+	t.Helper()
+	err := w.kube.Client.CoordinationV1().Leases("warmd").Delete(context.Background(), seed.Name(w.model.Name, w.model.Revision), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
@@ -61,12 +62,13 @@ func verified(t *testing.T, w *world, who string, st prefetch.ModelStatus) {
 }
 
 // With one serving slot and two nodes fetching at once from the one warm peer, the peer serves one of
-// them; the other is told busy for its chunks and takes them from the origin (neither Node says it
-// wants the model, so neither waits for a seed: the origin gate is open to both), without dropping
-// the peer. Both publish the model verified.
+// them; the other is told busy for its chunks and, since nobody holds the model's seed Lease (the warm
+// peer's expired long ago), takes it and reads those chunks from the origin, without dropping the
+// peer. Only that node reads the origin, and both publish the model verified.
 func busyPeer(t *testing.T, w *world) {
 	// 4 MiB/s: the slot holder's fetch lasts seconds, so the other's chunks arrive while it is held.
 	a := w.warmNode(t, 1, func(c *config.NodeConfig) { c.Peers.ServeSlots = 1; uploadLimit("4Mi")(c) })
+	w.expireSeed(t)
 	servedBefore := testutil.ToFloat64(a.metrics.Peers.ServedBytes)
 	c, d := w.node(t, 2, nil), w.node(t, 3, nil)
 	var wg sync.WaitGroup
@@ -78,6 +80,7 @@ func busyPeer(t *testing.T, w *world) {
 	wg.Wait()
 	busy := testutil.ToFloat64(a.metrics.Peers.Refused.WithLabelValues(serve.ReasonBusy))
 	var peerBytes, originBytes int64
+	readers := 0
 	for i, n := range []*node{c, d} {
 		if errs[i] != nil {
 			t.Fatalf("%s: fetch: %v", n.name, errs[i])
@@ -98,6 +101,12 @@ func busyPeer(t *testing.T, w *world) {
 		}
 		peerBytes += bs.PeerBytes
 		originBytes += bs.OriginBytes
+		if bs.OriginBytes > 0 {
+			readers++
+		}
+	}
+	if readers > 1 {
+		t.Errorf("%d nodes read the origin while the peer was busy; want only the seed Lease's holder", readers)
 	}
 	t.Logf("the peer refused %v requests as busy", busy)
 	if busy == 0 {
@@ -120,7 +129,8 @@ func warmDuringFetch(t *testing.T, w *world) {
 	b.label(t, w, "cold")
 	b.fetch(t, w)
 	b.serve(t, w)
-	unlabel(t, w, b) // neither warm nor waiting: c is the seed and reads the origin
+	unlabel(t, w, b) // not warm: c finds no peer, takes the seed Lease and reads the origin
+	w.expireSeed(t)  // b's, kept after it published, as if it had expired
 	w.originDelay = 600 * time.Millisecond
 	c := w.node(t, 2, nil)
 	c.label(t, w, "cold") // the only node that wants the model: the seed, it reads the origin
@@ -163,12 +173,16 @@ func unlabel(t *testing.T, w *world, n *node) {
 	}
 }
 
-// Two nodes of a group (both labelled cold) and one warm peer with one slot: the first holds the slot;
-// the second, told busy and not the seed of the group, waits for the slot instead of reading the
-// origin, and reads every byte from the peer once the first is done.
+// Two nodes of a group (both labelled cold) and one warm peer with one slot: the first holds the slot
+// and the group's seed Lease (it asked first); the second, told busy and not the seed, waits for the
+// slot instead of reading the origin, and reads every byte from the peer once the first is done.
 func busyWaits(t *testing.T, w *world) {
 	a := w.warmNode(t, 1, func(c *config.NodeConfig) { c.Peers.ServeSlots = 1; uploadLimit("4Mi")(c) })
 	c, d := w.node(t, 2, nil), w.node(t, 3, nil)
+	w.expireSeed(t)
+	if held, _, err := seed.New(w.kube.Client, "warmd", w.model.Name, w.model.Revision, c.name, 0).Acquire(context.Background()); err != nil || !held {
+		t.Fatalf("%s takes the seed Lease: held %v, %v", c.name, held, err)
+	}
 	c.label(t, w, "cold")
 	d.label(t, w, "cold")
 	var wg sync.WaitGroup
