@@ -67,6 +67,9 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 		// The node's containerd keeps its root in the run's temp dir (scripts/cluster/up.sh): mounted
 		// at the same path, warmd unpacks the images itself (containerd.unpack: warmd, the default).
 		"hostPaths": map[string]any{"containerdRoot": filepath.Join(w.c.Dir, "containerd", "root")},
+		// Peers on, as a fleet runs it: the one node is its models' seed, so its fetch takes each model's
+		// seed Lease through the chart's Role and admission policy with the kubelet's pod-bound token.
+		"peers": map[string]any{"enabled": true},
 		"extender": map[string]any{"enabled": true,
 			"tolerations": []any{map[string]any{"key": "warmd.io/cold", "operator": "Exists", "effect": "NoSchedule"}}},
 	}

@@ -23,6 +23,7 @@ import (
 	"warmd.io/warmd/internal/testenv/cluster"
 	"warmd.io/warmd/pkg/api"
 	modelid "warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
@@ -387,6 +388,17 @@ func (e *e2e) warmAndUntainted(ctx context.Context, t *testing.T) {
 		if len(im.Unpacked) == 0 || im.Unpacked[0].By != "warmd" {
 			t.Errorf("image %s: unpacked %+v, want its layers unpacked by warmd", im.Ref, im.Unpacked)
 		}
+	}
+	// With peers on and no warm peer, warmd took the model's seed Lease as its node before reading the
+	// origin (the chart's Role and warmd-seed-leases policy let exactly that through), and keeps it
+	// named after publishing.
+	lease, err := e.c.Client.CoordinationV1().Leases(ns).Get(ctx, seed.Name(e.w.qwen7b.name, e.w.qwen7b.revision), metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("the model's seed Lease: %v", err)
+	} else if h := lease.Spec.HolderIdentity; h == nil || *h != e.c.Node || lease.Labels[seed.LabelPart] != "warmd" || lease.Spec.RenewTime == nil {
+		t.Errorf("seed Lease %s: holder %v, labels %v, renewed %v; want held by %s", lease.Name, h, lease.Labels, lease.Spec.RenewTime, e.c.Node)
+	} else {
+		t.Logf("seed Lease %s held by %s, renewed %s", lease.Name, *h, lease.Spec.RenewTime.Format(time.RFC3339))
 	}
 	snap := e.c.HostPath(fmt.Sprintf("/var/lib/warmd/weights/models--%s/snapshots/%s", strings.ReplaceAll(e.w.qwen7b.name, "/", "--"), e.w.qwen7b.revision))
 	if _, err := os.Stat(snap); err != nil {
