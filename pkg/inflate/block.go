@@ -153,6 +153,8 @@ func (d *decoder) huffman(lt, dt []uint32) error {
 	bits, nbits := d.bits, d.nbits
 	in := d.in[:d.inLen]
 	ip, out, op := d.ip, d.out, d.op
+	// The primary tables as arrays: indexing them with a masked value needs no bounds check.
+	lp, dp := (*[1 << litBits]uint32)(lt), (*[1 << distBits]uint32)(dt)
 	save := func() { d.bits, d.nbits, d.ip, d.op = bits, nbits, ip, op }
 	load := func() { bits, nbits, ip, out, op, in = d.bits, d.nbits, d.ip, d.out, d.op, d.in[:d.inLen] }
 	for {
@@ -176,7 +178,7 @@ func (d *decoder) huffman(lt, dt []uint32) error {
 				load()
 			}
 		}
-		e := lt[bits&litMask]
+		e := lp[bits&litMask]
 		if e&fSub != 0 {
 			e = lt[e>>16+uint32(bits>>litBits)&(1<<(e>>8&15)-1)]
 		}
@@ -187,7 +189,7 @@ func (d *decoder) huffman(lt, dt []uint32) error {
 			out[op] = byte(e >> 16)
 			op++
 			// A second literal needs no refill: 48 bits cover two 15-bit codes.
-			e = lt[bits&litMask]
+			e = lp[bits&litMask]
 			if e&(fSub|fLit) == fLit {
 				n = uint(e & 0xff)
 				bits >>= n
@@ -216,7 +218,7 @@ func (d *decoder) huffman(lt, dt []uint32) error {
 		bits >>= x
 		nbits -= x
 
-		e = dt[bits&distMask]
+		e = dp[bits&distMask]
 		if e&fSub != 0 {
 			e = dt[e>>16+uint32(bits>>distBits)&(1<<(e>>8&15)-1)]
 		}
