@@ -117,4 +117,3 @@ func TestChartSeedLeases(t *testing.T) {
 		}
 	}
 }
-
