@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -118,6 +119,7 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 	markReady := func(d digest.Digest) {
 		for _, i := range byDigest[d] {
 			if _, loaded := once.LoadOrStore(i, true); !loaded {
+				b.opts.Log.Debug("layer fetched", "layer", i, "digest", d, "bytes", layers[i].Size)
 				close(ready[i])
 			}
 		}
@@ -127,6 +129,7 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 	go func() { fetched <- b.transferContent(ctx, r, tr, markReady) }()
 
 	keys := make([]string, len(layers))
+	implicit := make([]*implicitDirs, len(layers))
 	g, gctx := errgroup.WithContext(ctx)
 	var fetchErr error
 	fetchDone := make(chan struct{})
@@ -134,23 +137,11 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 		fetchErr = <-fetched
 		close(fetchDone)
 	}()
-	// On the warmd path each layer is applied onto its committed parent, in order, exactly as the
-	// daemon's applier does (its lower dirs give implicit parent directories their owners and
-	// modes); fetching still runs ahead, and a big layer still inflates on every core.
-	applied := make([]chan struct{}, len(layers)+1)
-	for i := range applied {
-		applied[i] = make(chan struct{})
-	}
-	close(applied[first])
+	// Layers are applied side by side, each as soon as its blob is in, at most one per core at once
+	// (a big layer with an index decodes on every core by itself); fetching runs ahead.
+	slots := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 	for i := first; i < len(layers); i++ {
 		g.Go(func() error {
-			if b.path == PathWarmd {
-				select {
-				case <-applied[i]:
-				case <-gctx.Done():
-					return gctx.Err()
-				}
-			}
 			select {
 			case <-ready[i]:
 			case <-fetchDone: // done without a completion event for this layer: it is in, or failed
@@ -160,14 +151,16 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			key, u, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
-			keys[i] = key
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			key, u, rec, err := b.applyLayer(gctx, layers[i], diffIDs[i], chain, i)
+			keys[i], implicit[i] = key, rec
 			if err == nil {
 				tr.Unpacked(layers[i].Digest, u)
-			}
-			if err == nil && b.path == PathWarmd {
-				err = b.commitLayer(gctx, sn, layers, diffIDs, chain, keys, i)
-				close(applied[i+1])
 			}
 			return err
 		})
@@ -178,7 +171,7 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 		err = fetchErr
 	}
 	if err == nil {
-		err = b.commitChain(ctx, sn, layers, diffIDs, chain, keys, first)
+		err = b.commitChain(ctx, sn, layers, diffIDs, chain, keys, implicit, first)
 	}
 	for _, k := range keys {
 		if k != "" {
@@ -228,14 +221,17 @@ func (b *Backend) transferContent(ctx context.Context, r prefetch.Resolved, tr *
 
 // applyLayer prepares layer i's snapshot (parentless: the chain is rebased at commit), applies the
 // blob (warmd itself on the warmd path, else the daemon's diff service), checks the diff ID, and
-// returns the snapshot's key and how the layer was unpacked.
-func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, prefetch.LayerUnpack, error) {
-	key, mounts, err := b.prepareLayer(ctx, desc, diffID, chain, i)
+// returns the snapshot's key, how the layer was unpacked and, on the warmd path, the implicit parent
+// directories commitChain gives their lower layers' attributes (nil for the bottom layer).
+func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, prefetch.LayerUnpack, *implicitDirs, error) {
+	key, mounts, err := b.prepareLayer(ctx, desc, diffID, chain, i, false)
 	if err != nil {
-		return key, prefetch.LayerUnpack{}, err
+		return key, prefetch.LayerUnpack{}, nil, err
 	}
+	var rec *implicitDirs
 	if b.path == PathWarmd {
-		st, err := b.applyOwn(ctx, desc, diffID, mounts, true)
+		record := i > 0
+		st, err := b.applyOwn(ctx, desc, diffID, mounts, true, record)
 		if err != nil && st.Decoder == "gzip-warmd-indexed" && ctx.Err() == nil {
 			// A stored index that does not fit this layer costs only itself: drop the snapshot it
 			// wrote into and decode serially (which records a fresh index).
@@ -245,42 +241,66 @@ func (b *Backend) applyLayer(ctx context.Context, desc ocispec.Descriptor, diffI
 			if err := b.opts.Indexes.Remove(ctx, desc.Digest); err != nil {
 				b.opts.Log.Warn("could not drop the layer's gzip index", "digest", desc.Digest, "err", err)
 			}
-			if key, mounts, err = b.prepareLayer(ctx, desc, diffID, chain, i); err != nil {
-				return key, prefetch.LayerUnpack{}, err
+			if key, mounts, err = b.prepareLayer(ctx, desc, diffID, chain, i, false); err != nil {
+				return key, prefetch.LayerUnpack{}, nil, err
 			}
-			st, err = b.applyOwn(ctx, desc, diffID, mounts, false)
+			st, err = b.applyOwn(ctx, desc, diffID, mounts, false, record)
 			st.IndexDiscarded = why
 		}
 		if !errors.Is(err, errUnsupported) {
 			if err != nil {
-				return key, prefetch.LayerUnpack{}, fmt.Errorf("layer %d: %w", i, err)
+				return key, prefetch.LayerUnpack{}, nil, fmt.Errorf("layer %d: %w", i, err)
 			}
 			b.opts.Log.Info("layer unpacked by warmd", "layer", i, "digest", desc.Digest, "decoder", st.Decoder,
 				"compressed", st.Compressed, "inflated", st.Inflated, "seconds", st.Seconds, "indexBuilt", st.IndexBuilt)
 			b.stats.add(st)
-			return key, st.report(), b.labelUncompressed(ctx, desc, diffID)
+			return key, st.report(), st.implicit, b.labelUncompressed(ctx, desc, diffID)
 		}
 		b.opts.Log.Info("warmd does not write this layer's mounts; the daemon applies it", "layer", i, "err", err)
+		if record {
+			rec = &implicitDirs{unrecorded: true} // applied again onto its parent, with the daemon's parents
+		}
 	}
+	u, err := b.daemonApply(ctx, desc, diffID, mounts, i)
+	return key, u, rec, err
+}
+
+// daemonApply has the daemon's diff service apply layer i onto mounts and checks the diff ID.
+func (b *Backend) daemonApply(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, mounts []mount.Mount, i int) (prefetch.LayerUnpack, error) {
 	t0 := time.Now()
 	got, err := b.client.DiffService().Apply(ctx, desc, mounts)
 	if err != nil {
-		return key, prefetch.LayerUnpack{}, fmt.Errorf("apply layer %d (%s): %w", i, desc.Digest, err)
+		return prefetch.LayerUnpack{}, fmt.Errorf("apply layer %d (%s): %w", i, desc.Digest, err)
 	}
 	u := prefetch.LayerUnpack{By: "daemon", Seconds: time.Since(t0).Seconds()}
 	b.opts.Log.Debug("layer applied", "layer", i, "bytes", desc.Size, "seconds", u.Seconds)
 	if got.Digest != diffID {
-		return key, u, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
+		return u, fmt.Errorf("layer %d (%s) unpacks to %s, config says %s", i, desc.Digest, got.Digest, diffID)
 	}
-	return key, u, b.labelUncompressed(ctx, desc, diffID)
+	return u, b.labelUncompressed(ctx, desc, diffID)
 }
 
-// prepareLayer makes layer i's parentless snapshot and returns its key and mounts.
-func (b *Backend) prepareLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, []mount.Mount, error) {
+// applyOnParent applies layer i the serial way, onto its committed parent, for a layer whose implicit
+// parent directories could not be fixed after a parentless apply. Its index, if any, was just
+// checked or built, so a big layer still decodes on every core.
+func (b *Backend) applyOnParent(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int) (string, error) {
+	key, mounts, err := b.prepareLayer(ctx, desc, diffID, chain, i, true)
+	if err != nil {
+		return key, err
+	}
+	_, err = b.applyOwn(ctx, desc, diffID, mounts, true, false)
+	if errors.Is(err, errUnsupported) {
+		_, err = b.daemonApply(ctx, desc, diffID, mounts, i)
+	}
+	return key, err
+}
+
+// prepareLayer makes layer i's snapshot, parentless unless onParent, and returns its key and mounts.
+func (b *Backend) prepareLayer(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, chain []digest.Digest, i int, onParent bool) (string, []mount.Mount, error) {
 	sn := b.client.SnapshotService(b.opts.Snapshotter)
 	key := fmt.Sprintf(snapshots.UnpackKeyFormat, strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i), chain[i])
 	parent := ""
-	if b.path == PathWarmd && i > 0 {
+	if onParent && i > 0 {
 		parent = chain[i-1].String()
 	}
 	mounts, err := sn.Prepare(ctx, key, parent, snapshots.WithLabels(snapshotLabels(desc, diffID, chain, i)))
@@ -349,14 +369,46 @@ func snapshotLabels(desc ocispec.Descriptor, diffID digest.Digest, chain []diges
 	return l
 }
 
-// commitChain commits the layers' snapshots bottom-up, rebasing each onto its parent chain.
-func (b *Backend) commitChain(ctx context.Context, sn snapshots.Snapshotter, layers []ocispec.Descriptor, diffIDs, chain []digest.Digest, keys []string, first int) error {
+// commitChain commits the layers' snapshots bottom-up, rebasing each onto its parent chain. On the
+// warmd path each layer's implicit parent directories first get their lower layers' attributes
+// (implicitDirs), or, where that cannot be done after the fact, the layer is applied again onto its
+// committed parent.
+func (b *Backend) commitChain(ctx context.Context, sn snapshots.Snapshotter, layers []ocispec.Descriptor, diffIDs, chain []digest.Digest, keys []string, implicit []*implicitDirs, first int) error {
 	for i := first; i < len(layers); i++ {
+		if rec := implicit[i]; rec != nil && keys[i] != "" {
+			err := b.fixParents(ctx, sn, chain[i-1], rec)
+			if errors.Is(err, errRedoSerial) {
+				b.opts.Log.Info("layer applied again onto its parent", "layer", i, "digest", layers[i].Digest, "why", err)
+				_ = sn.Remove(context.WithoutCancel(ctx), keys[i])
+				keys[i] = ""
+				keys[i], err = b.applyOnParent(ctx, layers[i], diffIDs[i], chain, i)
+			}
+			if err != nil {
+				return fmt.Errorf("layer %d (%s): %w", i, layers[i].Digest, err)
+			}
+		}
 		if err := b.commitLayer(ctx, sn, layers, diffIDs, chain, keys, i); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// fixParents runs rec's fixup against the layers of the committed parent chain.
+func (b *Backend) fixParents(ctx context.Context, sn snapshots.Snapshotter, parent digest.Digest, rec *implicitDirs) error {
+	if rec.unrecorded {
+		return fmt.Errorf("%w: the daemon applied it without its parents", errRedoSerial)
+	}
+	if len(rec.dirs) == 0 && !rec.overflow {
+		return nil
+	}
+	key := "warmd-parents-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + parent.Encoded()
+	mounts, err := sn.View(ctx, key, parent.String())
+	if err != nil {
+		return fmt.Errorf("view parent %s: %w", parent, err)
+	}
+	defer sn.Remove(context.WithoutCancel(ctx), key)
+	return rec.fixup(lowerDirs(mounts))
 }
 
 // commitLayer commits layer i's snapshot as its chain ID (a no-op once committed).

@@ -87,6 +87,8 @@ type LayerStats struct {
 	Seconds        float64 // from open to applied and checked
 	IndexBuilt     bool
 	IndexDiscarded string // why an index was not used, when one was found
+
+	implicit *implicitDirs // recorded when the layer was applied without its parents
 }
 
 // report is st as the layer's status shows it.
@@ -105,8 +107,9 @@ func (st LayerStats) report() prefetch.LayerUnpack {
 
 // applyOwn inflates layer desc and untars it onto mounts, checking the stream against diffID. It
 // returns errUnsupported when the mounts are of a kind warmd does not write (the caller has the daemon
-// apply that layer instead).
-func (b *Backend) applyOwn(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, mounts []mount.Mount, useIndex bool) (LayerStats, error) {
+// apply that layer instead). With record, the implicit parent directories the apply creates are kept
+// in the stats (a layer applied without its parents, see implicitDirs).
+func (b *Backend) applyOwn(ctx context.Context, desc ocispec.Descriptor, diffID digest.Digest, mounts []mount.Mount, useIndex, record bool) (LayerStats, error) {
 	t0 := time.Now()
 	dir, opts, err := applyTarget(mounts)
 	if err != nil {
@@ -121,6 +124,10 @@ func (b *Backend) applyOwn(ctx context.Context, desc ocispec.Descriptor, diffID 
 		return LayerStats{}, fmt.Errorf("layer blob %s is not %d bytes in the content store", desc.Digest, desc.Size)
 	}
 	st := LayerStats{Compressed: desc.Size}
+	if record {
+		st.implicit = newImplicitDirs(dir)
+		opts = append(opts, archive.WithFilter(st.implicit.filter))
+	}
 	var src io.Reader
 	var decoded chan error
 	var cp *chunkPipe

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	client "github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -50,7 +49,9 @@ func hdr(typ byte, name string, mode int64, extra ...func(*tar.Header)) tar.Head
 
 // hardLayers are layers with everything the daemon's applier must get right: whiteouts, opaque
 // dirs, hard links, symlinks, xattrs, file capabilities, setuid bits, devices, long names, an empty
-// layer, and gzip with several members.
+// layer, gzip with several members, and implicit parent directories (ones a tar does not list but
+// needs) that take their owner, mode and xattrs from a lower layer: found directly, through a
+// symlink, described by a later header of the same tar, and under a setgid directory.
 func hardLayers() [][]entry {
 	long := strings.Repeat("d", 200) + "/" + strings.Repeat("f", 250)
 	xattr := func(h *tar.Header) {
@@ -74,6 +75,10 @@ func hardLayers() [][]entry {
 			{hdr(tar.TypeFifo, "run/fifo", 0o644), ""},
 			{hdr(tar.TypeReg, long, 0o644), "long name"},
 			{hdr(tar.TypeReg, "data/big", 0o644), big},
+			{hdr(tar.TypeDir, "srv/", 0o710, func(h *tar.Header) { h.PAXRecords = map[string]string{"SCHILY.xattr.user.srv": "lower"} }), ""},
+			{hdr(tar.TypeDir, "srv/deep/", 0o750), ""},
+			{hdr(tar.TypeDir, "srv/other/", 0o700), ""},
+			{hdr(tar.TypeDir, "share/", 0o2775), ""},
 		},
 		{}, // empty layer
 		{
@@ -83,6 +88,13 @@ func hardLayers() [][]entry {
 			{hdr(tar.TypeReg, "opt/old/b", 0o644), "b"},
 			{hdr(tar.TypeDir, "tmp/", 0o1777, root), ""},
 			{hdr(tar.TypeReg, "data/big", 0o640), big[:len(big)/3]},
+			{hdr(tar.TypeReg, "srv/deep/f", 0o644), "f"},
+			{hdr(tar.TypeSymlink, "alias", 0o777, func(h *tar.Header) { h.Linkname = "srv/other" }), ""},
+			{hdr(tar.TypeReg, "alias/g", 0o644), "g"},
+			{hdr(tar.TypeDir, "srv/", 0o711, root), ""},
+		},
+		{
+			{hdr(tar.TypeReg, "share/sub/file", 0o644), "under a setgid directory"},
 		},
 	}
 }
@@ -166,15 +178,15 @@ func TestUnpackTreesEqual(t *testing.T) {
 			t.Fatalf("%s: %v", p.ns, err)
 		}
 		if p.path != "" {
-			if s := b.Unpacked(); s.Layers != 3 {
-				t.Fatalf("warmd unpacked %d layers itself, want 3 (%+v)", s.Layers, s)
+			if s := b.Unpacked(); s.Layers != 4 {
+				t.Fatalf("warmd unpacked %d layers itself, want 4 (%+v)", s.Layers, s)
 			}
 		}
 		trees[p.ns] = layerTrees(t, b.Client(), p.ns, r)
 		_ = b.Release(context.Background(), r.Name, prefetch.OnRemoveRemove)
 	}
 	d, w := trees["eq-daemon"], trees["eq-warmd"]
-	if len(d) != 3 || len(w) != 3 {
+	if len(d) != 4 || len(w) != 4 {
 		t.Fatalf("layers: daemon %d, warmd %d", len(d), len(w))
 	}
 	for i := range d {
@@ -185,6 +197,17 @@ func TestUnpackTreesEqual(t *testing.T) {
 	for _, must := range []string{"opt/gone c 0:0", `trusted.overlay.opaque="y"`, "security.capability=", "mode 4755", "dev/null c 1:3"} {
 		if !strings.Contains(strings.Join(w, "\n"), must) {
 			t.Errorf("warmd's trees lack %q: the test does not exercise it:\n%s", must, w[0])
+		}
+	}
+	// The implicit parents of layers 2 and 3 took their lower layer's attributes (as the daemon's do).
+	for i, musts := range map[int][]string{
+		2: {"srv dir mode 711 uid 0 gid 0 user.srv=", "srv/deep dir mode 750 uid 1000", "srv/other dir mode 700 uid 1000"},
+		3: {"share dir mode 2775 uid 1000 gid 1000", "share/sub dir mode 755 uid 0 gid 1000"},
+	} {
+		for _, must := range musts {
+			if !strings.Contains(w[i], must) {
+				t.Errorf("layer %d of warmd's trees lacks %q: the test does not exercise it:\n%s", i, must, w[i])
+			}
 		}
 	}
 }
@@ -207,26 +230,12 @@ func layerTrees(t *testing.T, c *client.Client, ns string, r prefetch.Resolved) 
 		t.Fatal(err)
 	}
 	defer sn.Remove(ctx, "eq-view-"+ns)
-	dirs := lowerDirs(mounts)
+	dirs := containerd.LowerDirs(mounts)
 	out := make([]string, len(dirs))
 	for i, d := range dirs {
 		out[len(dirs)-1-i] = describe(t, d) // lowerdir lists the top layer first
 	}
 	return out
-}
-
-func lowerDirs(ms []mount.Mount) []string {
-	for _, m := range ms {
-		for _, o := range m.Options {
-			if v, ok := strings.CutPrefix(o, "lowerdir="); ok {
-				return strings.Split(v, ":")
-			}
-		}
-		if m.Type == "bind" {
-			return []string{m.Source}
-		}
-	}
-	return nil
 }
 
 // describe lists every entry under dir with what the applier must reproduce.

@@ -1,0 +1,4 @@
+package containerd
+
+// LowerDirs lets the external tests read a view's layer directories as the backend does.
+var LowerDirs = lowerDirs
