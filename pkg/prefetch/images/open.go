@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/containerd"
 	"warmd.io/warmd/pkg/prefetch/images/embedded"
@@ -28,7 +30,7 @@ func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefet
 			Path: apiPath(cfg.Containerd.Unpack),
 		}
 		if o.Path == containerd.PathWarmd {
-			idx, err := openIndexes(cfg.DataDir)
+			idx, err := openIndexes(ctx, cfg, log)
 			if err != nil {
 				return nil, err
 			}
@@ -71,16 +73,30 @@ func apiPath(unpack string) string {
 	return ""
 }
 
-// openIndexes keeps layers' gzip checkpoint indexes under <dataDir>/images/gzindex.
-func openIndexes(dataDir string) (*layerindex.Dir, error) {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+// openIndexes keeps layers' gzip checkpoint indexes under <dataDir>/images/gzindex and, where
+// compileCache.remote names a bucket, shares them there too (beside the compile caches, under
+// <prefix>/gzindex/), so one node's first inflate of a layer lets every node decode it on every core.
+func openIndexes(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (containerd.IndexStore, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	root, err := fsroot.Open(dataDir)
+	root, err := fsroot.Open(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	return layerindex.Open(root, fsroot.MustPath("images/gzindex"))
+	local, err := layerindex.Open(root, fsroot.MustPath("images/gzindex"))
+	if err != nil || cfg.CompileCache.Remote == "" {
+		return local, err
+	}
+	bucket, prefix, err := config.ParseS3URL(cfg.CompileCache.Remote)
+	if err != nil {
+		return nil, fmt.Errorf("compileCache.remote: %w", err)
+	}
+	store, err := objstore.NewS3(ctx, cfg.S3, objstore.Options{Log: log, MaxConns: 4})
+	if err != nil {
+		return nil, err
+	}
+	return layerindex.NewShared(local, store, bucket, prefix, log), nil
 }
 
 // Registry is the registry access the config describes.
@@ -94,8 +110,10 @@ func Registry(cfg *config.NodeConfig) oci.Registry {
 
 // backendKey is what, when changed by a reload, requires reopening the backend.
 func backendKey(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%v|%s|%v", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
-		cfg.Containerd.Snapshotter, cfg.Containerd.Unpack, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP)
+	s3, _ := json.Marshal(cfg.S3) // by value: UsePathStyle is a pointer
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%v|%s|%v|%s|%s", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
+		cfg.Containerd.Snapshotter, cfg.Containerd.Unpack, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP,
+		cfg.CompileCache.Remote, s3)
 }
 
 // Want is one image this node needs and why.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -190,7 +191,12 @@ func (b *Backend) Path() string { return b.path }
 func (b *Backend) Client() *client.Client { return b.client }
 
 // Close implements prefetch.Images.
-func (b *Backend) Close() error { return b.client.Close() }
+func (b *Backend) Close() error {
+	if c, ok := b.opts.Indexes.(io.Closer); ok {
+		_ = c.Close() // a shared index store finishes its uploads
+	}
+	return b.client.Close()
+}
 
 // Resolve implements prefetch.Images.
 func (b *Backend) Resolve(ctx context.Context, ref string) (prefetch.Resolved, error) {
