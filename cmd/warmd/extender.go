@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -65,6 +64,10 @@ and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes an
 	f.IntVar(&o.serve.MaxInFlight, "max-in-flight", config.DefaultExtenderMaxInFlight, "scheduler requests served at once; one more is refused with 503")
 	f.IntVar(&o.serve.MaxNodes, "max-nodes", config.DefaultExtenderMaxNodes, "candidate Nodes one request may name; more are refused with 413")
 	f.DurationVar(&o.serve.RequestTimeout, "request-timeout", config.DefaultExtenderTimeout, "longest a request may take to arrive (read timeout; the write timeout is twice it)")
+	f.StringVar(&o.serve.TLSCertFile, "tls-cert-file", "", "PEM server certificate: serve the scheduler API over TLS (reloaded when the file changes)")
+	f.StringVar(&o.serve.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	f.StringVar(&o.serve.ClientCAFile, "client-ca-file", "", "PEM CA bundle that signs the scheduler's client certificate; connections without one are refused (needs --metrics-listen)")
+	f.StringVar(&o.serve.MetricsListen, "metrics-listen", "", "plain-HTTP address for /metrics, /healthz and /readyz only (default: all on --listen)")
 	f.BoolVar(&o.filterFailed, "filter-failed", false, "filter out Nodes where the pod's model is failed (models.warmd.io/<model>=failed)")
 	f.BoolVar(&o.replicas, "track-replicas", true, "watch Pods and export warmd_vllm_ready_replicas / warmd_vllm_fresh_replicas per model (needs pods list/watch)")
 	f.DurationVar(&o.fresh, "fresh-window", extender.DefaultFresh, "a replica ready for less than this counts as fresh (its prefix cache is still empty)")
@@ -127,14 +130,31 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if o.replicas {
 		x.TrackReplicas(rep)
 	}
+	// The scheduler API on --listen (TLS with --tls-cert-file); /metrics and the probes there too, or
+	// on their own plain listener with --metrics-listen (they carry no client certificate).
+	metricsH := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
 	mux.Handle("/", x.Handler())
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	// Every connection is bounded in time: headers in 5s (or the request timeout if shorter), the
-	// whole request in --request-timeout, the answer in twice it, an idle keep-alive in 90s.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, o.serve.RequestTimeout),
-		ReadTimeout: o.serve.RequestTimeout, WriteTimeout: 2 * o.serve.RequestTimeout,
-		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10}
+	servers := []*extender.Endpoint{{Flag: "--listen", Listener: ln, Server: extender.NewServer(mux, o.serve.RequestTimeout)}}
+	if o.serve.MetricsListen == "" {
+		mux.Handle("GET /metrics", metricsH)
+	} else {
+		mln, err := net.Listen("tcp", o.serve.MetricsListen)
+		if err != nil {
+			return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --metrics-listen address)", o.serve.MetricsListen, err)}
+		}
+		pm := http.NewServeMux()
+		pm.Handle("/", x.ProbeHandler())
+		pm.Handle("GET /metrics", metricsH)
+		servers = append(servers, &extender.Endpoint{Flag: "--metrics-listen", Listener: mln, Server: extender.NewServer(pm, o.serve.RequestTimeout)})
+	}
+	if o.serve.TLSCertFile != "" {
+		tc, err := extender.ServerTLS(extender.TLSFiles{Cert: o.serve.TLSCertFile, Key: o.serve.TLSKeyFile, ClientCA: o.serve.ClientCAFile}, log)
+		if err != nil {
+			return &cli.ExitError{Code: 2, Err: err}
+		}
+		servers[0].Server.TLSConfig, servers[0].TLS = tc, true
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return x.Run(gctx, cs, o.resync) })
@@ -145,18 +165,18 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 		}
 		return leader.Run(gctx, cs, extender.LeaseOptions{Namespace: o.leaseNS, Name: o.leaseName, Identity: id}, log)
 	})
-	g.Go(func() error {
-		log.Info("extender listening", "addr", ln.Addr().String(), "filterFailed", o.filterFailed)
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve %s: %w", o.serve.Listen, err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), o.grace)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
+	for _, e := range servers {
+		g.Go(func() error {
+			log.Info("extender listening", "flag", e.Flag, "addr", e.Listener.Addr().String(), "tls", e.TLS,
+				"clientCerts", e.TLS && o.serve.ClientCAFile != "", "filterFailed", o.filterFailed)
+			return e.Serve()
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), o.grace)
+			defer cancel()
+			return e.Server.Shutdown(sctx)
+		})
+	}
 	return g.Wait()
 }

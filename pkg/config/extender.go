@@ -10,7 +10,7 @@ import (
 // extender Deployment mounts no NodeConfig; cobra refuses an unknown flag, which is what strict
 // decoding is for a file) and checked here like every NodeConfig field: Validate names every problem
 // at once, each by its flag, with the rule and the fix. docs/security.md ("The extender endpoint")
-// explains each bound. TLS and client-certificate authentication are not configured here yet.
+// explains each bound, TLS and client-certificate authentication among them.
 type Extender struct {
 	// Listen is the scheduler API's address (/filter, /prioritize). Default :8888. host:port.
 	Listen string
@@ -26,6 +26,17 @@ type Extender struct {
 	// RequestTimeout is the longest one request may take to arrive whole (the server's read timeout;
 	// its write timeout is twice it, its header timeout at most 5s). Default 10s. Range: 1s..5m.
 	RequestTimeout time.Duration
+	// TLSCertFile and TLSKeyFile are the server's PEM certificate and key (a mounted Secret's tls.crt
+	// and tls.key); with them the scheduler API is served over TLS and the files are read again when
+	// they change. Both or neither.
+	TLSCertFile, TLSKeyFile string
+	// ClientCAFile is the PEM bundle of the CA that signs the scheduler's client certificate; with it
+	// a connection without a certificate it signed is refused in the handshake. Needs TLSCertFile and
+	// MetricsListen (the kubelet's probes and Prometheus carry no client certificate).
+	ClientCAFile string
+	// MetricsListen, when set, is a second, plain-HTTP address for /metrics, /healthz and /readyz, so
+	// that Listen serves only the scheduler. host:port; empty: everything on Listen.
+	MetricsListen string
 }
 
 // Defaults of Extender.
@@ -69,6 +80,22 @@ func (e *Extender) Validate() error {
 	}
 	if e.RequestTimeout < time.Second || e.RequestTimeout > 5*time.Minute {
 		p.add("--request-timeout", fmt.Sprintf("%s is outside 1s..5m", e.RequestTimeout), "the shipped scheduler configs give the extender 2s (httpTimeout)")
+	}
+	if (e.TLSCertFile == "") != (e.TLSKeyFile == "") {
+		p.add("--tls-cert-file/--tls-key-file", "only one of the two is set", "give both (a kubernetes.io/tls Secret's tls.crt and tls.key) or neither")
+	}
+	if e.ClientCAFile != "" && e.TLSCertFile == "" {
+		p.add("--client-ca-file", "client certificates need TLS", "set --tls-cert-file and --tls-key-file too")
+	}
+	if e.ClientCAFile != "" && e.MetricsListen == "" {
+		p.add("--client-ca-file", "the kubelet's probes and Prometheus carry no client certificate", "set --metrics-listen (for example :8889) for /metrics, /healthz and /readyz")
+	}
+	if e.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(e.MetricsListen); err != nil || !validPort(port) || hasControl(e.MetricsListen) {
+			p.add("--metrics-listen", fmt.Sprintf("%s is not host:port", quote(e.MetricsListen)), "for example :8889")
+		} else if e.MetricsListen == e.Listen {
+			p.add("--metrics-listen", "is the same address as --listen", "pick another port, or leave it empty to serve everything on --listen")
+		}
 	}
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
