@@ -74,6 +74,18 @@ func TestLayoutErrors(t *testing.T) {
 			m["model-00001-of-00002.safetensors"] = b[:len(b)-100]
 		}, "MetadataIncompleteBuffer"},
 		{"garbage safetensors", func(m fakeModel) { m["model-00001-of-00002.safetensors"] = []byte("not a safetensors file") }, "HeaderTooLarge"},
+		// The index and the shards disagree: vLLM would refuse the model at load.
+		{"index names a tensor its shard lacks", func(m fakeModel) {
+			m.setIndex(map[string]string{"layers.0.weight": "model-00001-of-00002.safetensors", "layers.1.weight": "model-00002-of-00002.safetensors",
+				"layers.9.weight": "model-00002-of-00002.safetensors"})
+		}, "1 tensor(s) its weight_map names are not in the shard it names"},
+		{"index names a tensor in the wrong shard", func(m fakeModel) {
+			m.setIndex(map[string]string{"layers.0.weight": "model-00002-of-00002.safetensors", "layers.1.weight": "model-00002-of-00002.safetensors"})
+		}, "1 tensor(s) its weight_map names are not in the shard it names"},
+		{"a shard's tensor the index does not name", func(m fakeModel) {
+			m.setIndex(map[string]string{"layers.0.weight": "model-00001-of-00002.safetensors", "layers.1.weight": "model-00002-of-00002.safetensors"})
+			m["model-00002-of-00002.safetensors"] = safetensors2(2, "layers.1.weight", "layers.1.bias", 3000)
+		}, "1 tensor(s) in the shards it names are not named by its weight_map"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := t.TempDir()

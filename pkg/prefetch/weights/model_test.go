@@ -142,3 +142,21 @@ func newEngine(t testing.TB, dataDir string, mut func(*weights.Options)) *weight
 func fileModel(name, dir string) config.Model {
 	return config.Model{Name: name, Source: "file://" + dir + "/", Revision: "main"}
 }
+
+// setIndex replaces the model's safetensors index with weight_map wm.
+func (m fakeModel) setIndex(wm map[string]string) {
+	m["model.safetensors.index.json"], _ = json.Marshal(map[string]any{"metadata": map[string]int{"total_size": 0}, "weight_map": wm})
+}
+
+// safetensors2 is a valid safetensors file with two U8 tensors of n bytes each.
+func safetensors2(seed uint64, a, b string, n int) []byte {
+	hdr, _ := json.Marshal(map[string]any{
+		a: map[string]any{"dtype": "U8", "shape": []int{n}, "data_offsets": []int{0, n}},
+		b: map[string]any{"dtype": "U8", "shape": []int{n}, "data_offsets": []int{n, 2 * n}}})
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(hdr)))
+	out = append(out, hdr...)
+	for i := range 2 * n {
+		out = append(out, byte(uint64(i)*seed))
+	}
+	return out
+}

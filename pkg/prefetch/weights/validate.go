@@ -46,15 +46,27 @@ func (f *fetch) validateLayout() error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	// Shards first: an index is checked against the tensors its shards hold.
+	shardTensors := map[string]map[string]bool{}
 	for _, n := range names {
+		if !strings.HasSuffix(n, ".safetensors") {
+			continue
+		}
 		sf := byName[n]
-		switch {
-		case strings.HasSuffix(n, ".safetensors"):
-			if err := checkSafetensors(sf.fh, sf.obj.Size); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v (no safetensors loader accepts it; re-upload the file)", fsroot.Quote(n), err))
-			}
-		case path.Base(n) == "model.safetensors.index.json":
-			problems = append(problems, checkIndex(sf, n, byName, f.src.String())...)
+		tensors, err := readSafetensors(sf.fh, sf.obj.Size)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v (no safetensors loader accepts it; re-upload the file)", fsroot.Quote(n), err))
+			continue
+		}
+		set := make(map[string]bool, len(tensors))
+		for _, t := range tensors {
+			set[t.name] = true
+		}
+		shardTensors[n] = set
+	}
+	for _, n := range names {
+		if path.Base(n) == "model.safetensors.index.json" {
+			problems = append(problems, checkIndex(byName[n], n, byName, shardTensors, f.src.String())...)
 		}
 	}
 	if len(problems) > 0 {
@@ -74,6 +86,7 @@ var safetensorsDtypeBits = map[string]uint64{
 // message: tensor names are file content and are never quoted) and its byte span.
 type stTensor struct {
 	ordinal    int
+	name       string // compared with an index's weight_map, never printed
 	begin, end uint64
 	size       uint64 // dtype bits × product(shape) / 8
 }
@@ -93,33 +106,39 @@ type stTensor struct {
 // Each error names the rule broken (with the reference loader's name for it) and, for a tensor, its
 // position in the header, never a name or a value from the header.
 func checkSafetensors(r io.ReaderAt, size int64) error {
+	_, err := readSafetensors(r, size)
+	return err
+}
+
+// readSafetensors is checkSafetensors that also gives the file's tensors.
+func readSafetensors(r io.ReaderAt, size int64) ([]stTensor, error) {
 	if size < 8 {
-		return fmt.Errorf("HeaderTooSmall: %d bytes is too short for the 8-byte header length", size)
+		return nil, fmt.Errorf("HeaderTooSmall: %d bytes is too short for the 8-byte header length", size)
 	}
 	var lb [8]byte
 	if _, err := r.ReadAt(lb[:], 0); err != nil {
-		return fmt.Errorf("read header length: %w", err)
+		return nil, fmt.Errorf("read header length: %w", err)
 	}
 	n := binary.LittleEndian.Uint64(lb[:])
 	if n > maxSafetensorsHeader {
-		return fmt.Errorf("HeaderTooLarge: header length %d exceeds the format's limit of %d bytes", n, maxSafetensorsHeader)
+		return nil, fmt.Errorf("HeaderTooLarge: header length %d exceeds the format's limit of %d bytes", n, maxSafetensorsHeader)
 	}
 	if n > uint64(size-8) {
-		return fmt.Errorf("InvalidHeaderLength: header length %d does not fit the %d-byte file (truncated, or not safetensors)", n, size)
+		return nil, fmt.Errorf("InvalidHeaderLength: header length %d does not fit the %d-byte file (truncated, or not safetensors)", n, size)
 	}
 	hdr := make([]byte, n)
 	if _, err := r.ReadAt(hdr, 8); err != nil {
-		return fmt.Errorf("read header: %w", err)
+		return nil, fmt.Errorf("read header: %w", err)
 	}
 	if !utf8.Valid(hdr) {
-		return errors.New("InvalidHeader: the header is not valid UTF-8")
+		return nil, errors.New("InvalidHeader: the header is not valid UTF-8")
 	}
 	if len(hdr) == 0 || hdr[0] != '{' {
-		return errors.New("InvalidHeaderStart: the header does not begin with '{'")
+		return nil, errors.New("InvalidHeaderStart: the header does not begin with '{'")
 	}
 	tensors, err := parseSafetensorsHeader(hdr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slices.SortStableFunc(tensors, func(a, b stTensor) int {
 		if c := cmpU64(a.begin, b.begin); c != 0 {
@@ -131,21 +150,21 @@ func checkSafetensors(r io.ReaderAt, size int64) error {
 	for _, t := range tensors {
 		switch {
 		case t.begin < next:
-			return fmt.Errorf("InvalidOffset: tensor #%d's data_offsets [%d, %d] overlap the previous tensor, which ends at %d", t.ordinal, t.begin, t.end, next)
+			return nil, fmt.Errorf("InvalidOffset: tensor #%d's data_offsets [%d, %d] overlap the previous tensor, which ends at %d", t.ordinal, t.begin, t.end, next)
 		case t.begin > next:
-			return fmt.Errorf("InvalidOffset: bytes %d..%d of the data buffer belong to no tensor (tensor #%d starts at %d); the buffer may not have holes", next, t.begin, t.ordinal, t.begin)
+			return nil, fmt.Errorf("InvalidOffset: bytes %d..%d of the data buffer belong to no tensor (tensor #%d starts at %d); the buffer may not have holes", next, t.begin, t.ordinal, t.begin)
 		case t.end-t.begin != t.size:
-			return fmt.Errorf("TensorInvalidInfo: tensor #%d spans %d bytes but its dtype and shape need %d", t.ordinal, t.end-t.begin, t.size)
+			return nil, fmt.Errorf("TensorInvalidInfo: tensor #%d spans %d bytes but its dtype and shape need %d", t.ordinal, t.end-t.begin, t.size)
 		}
 		next = t.end
 	}
 	if data := uint64(size) - 8 - n; next != data {
 		if next > data {
-			return fmt.Errorf("MetadataIncompleteBuffer: the tensors need %d bytes of data but the file has %d (truncated?)", next, data)
+			return nil, fmt.Errorf("MetadataIncompleteBuffer: the tensors need %d bytes of data but the file has %d (truncated?)", next, data)
 		}
-		return fmt.Errorf("MetadataIncompleteBuffer: the tensors cover %d of the %d data bytes; the last %d bytes belong to no tensor", next, data, data-next)
+		return nil, fmt.Errorf("MetadataIncompleteBuffer: the tensors cover %d of the %d data bytes; the last %d bytes belong to no tensor", next, data, data-next)
 	}
-	return nil
+	return tensors, nil
 }
 
 // parseSafetensorsHeader walks the header object token by token, so duplicate keys (which
@@ -179,6 +198,7 @@ func parseSafetensorsHeader(hdr []byte) ([]stTensor, error) {
 		if err != nil {
 			return nil, err
 		}
+		t.name = key
 		tensors = append(tensors, t)
 		ordinal++
 	}
@@ -369,8 +389,14 @@ func checkJSONObject(r io.ReaderAt, size, max int64) error {
 var hfShardName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}-[0-9]{5}-of-[0-9]{5}\.safetensors$`)
 
 // checkIndex checks a model.safetensors.index.json: a JSON object whose weight_map maps tensor names
-// to shard files, each a safe relative name among the model's files.
-func checkIndex(sf stagedFile, name string, have map[string]stagedFile, src string) []string {
+// to shard files, each a safe relative name among the model's files, and agrees with the shards it
+// names (shardTensors: each valid shard's tensor names): every tensor it names is in the shard it
+// names, and every tensor of those shards is named, for that shard. vLLM loads the shards an index
+// names and fails at load on a weight it does not find, so a model that disagrees is never ready.
+// metadata.total_size is not compared: loaders ignore it, and real checkpoints publish values that
+// are not the tensors' bytes (tied weights counted twice, older tools' parameter counts), so a check
+// would refuse models vLLM loads. Tensor names are file content: messages give counts, never names.
+func checkIndex(sf stagedFile, name string, have map[string]stagedFile, shardTensors map[string]map[string]bool, src string) []string {
 	at := fsroot.Quote(name)
 	if sf.obj.Size > maxIndexJSON {
 		return []string{fmt.Sprintf("%s: is %d bytes, over the %d-byte limit for a safetensors index", at, sf.obj.Size, maxIndexJSON)}
@@ -392,6 +418,7 @@ func checkIndex(sf stagedFile, name string, have map[string]stagedFile, src stri
 	seen := map[string]bool{}
 	var missing []string
 	unsafe, unnamed := 0, 0
+	fullName := map[string]string{} // weight_map value -> the shard's name among the model's files
 	for _, shard := range idx.WeightMap {
 		if seen[shard] {
 			continue
@@ -407,6 +434,7 @@ func checkIndex(sf stagedFile, name string, have map[string]stagedFile, src stri
 			full = dir + "/" + full
 		}
 		if _, ok := have[full]; ok {
+			fullName[shard] = full
 			continue
 		}
 		if hfShardName.MatchString(shard) {
@@ -425,6 +453,37 @@ func checkIndex(sf stagedFile, name string, have map[string]stagedFile, src stri
 	}
 	if unsafe > 0 {
 		out = append(out, fmt.Sprintf("%s: %d weight_map value(s) are not plain file names beside the index", at, unsafe))
+	}
+	return append(out, indexAgrees(idx.WeightMap, fullName, shardTensors, at)...)
+}
+
+// indexAgrees compares weight_map with the tensors of the shards it names that are present and
+// valid (a missing or broken shard is reported on its own).
+func indexAgrees(weightMap, fullName map[string]string, shardTensors map[string]map[string]bool, at string) []string {
+	absent, unnamed := 0, 0
+	for tensor, shard := range weightMap {
+		if set, ok := shardTensors[fullName[shard]]; ok && !set[tensor] {
+			absent++
+		}
+	}
+	named := map[string]bool{}
+	for _, full := range fullName {
+		if named[full] {
+			continue
+		}
+		named[full] = true
+		for tensor := range shardTensors[full] {
+			if s, ok := weightMap[tensor]; !ok || fullName[s] != full {
+				unnamed++
+			}
+		}
+	}
+	var out []string
+	if absent > 0 {
+		out = append(out, fmt.Sprintf("%s: %d tensor(s) its weight_map names are not in the shard it names (vLLM fails at load on a missing weight; upload the index and shards of one checkpoint)", at, absent))
+	}
+	if unnamed > 0 {
+		out = append(out, fmt.Sprintf("%s: %d tensor(s) in the shards it names are not named by its weight_map for that shard (upload the index and shards of one checkpoint)", at, unnamed))
 	}
 	return out
 }
