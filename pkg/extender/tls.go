@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -129,16 +130,17 @@ func (r *tlsReloader) stamp() (string, error) {
 const maxPEMBytes = 1 << 20
 
 func readSmall(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("client CA file: %w", err)
 	}
-	if fi.Size() > maxPEMBytes {
-		return nil, fmt.Errorf("client CA file %s is %d bytes, over %d (give only the CA bundle)", path, fi.Size(), maxPEMBytes)
-	}
-	b, err := os.ReadFile(path)
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPEMBytes+1)) // the file may grow while it is read
 	if err != nil {
 		return nil, fmt.Errorf("client CA file: %w", err)
+	}
+	if len(b) > maxPEMBytes {
+		return nil, fmt.Errorf("client CA file %s is over %d bytes (give only the CA bundle)", path, maxPEMBytes)
 	}
 	return b, nil
 }
