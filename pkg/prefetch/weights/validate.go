@@ -27,7 +27,7 @@ const (
 
 // validateLayout checks that the staged files form a model vLLM can load: config.json is a JSON
 // object, every *.safetensors file passes the reference loader's rules (checkSafetensors), and every
-// shard a safetensors index names is present. The error lists every problem at once; it names our
+// safetensors index names shards that are present and agree with it tensor for tensor (checkIndex). The error lists every problem at once; it names our
 // own files and the rule each broke, never bytes from inside them (a checksum manifest or header may
 // be a symlink to a secret, and this error reaches the status and the Node).
 func (f *fetch) validateLayout() error {
