@@ -19,6 +19,7 @@ import (
 
 	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -147,9 +148,9 @@ func TestAdmissionPolicy(t *testing.T) {
 			return merge(cs, nodeA, map[string]any{"metadata": map[string]any{"annotations": map[string]string{"warmd.io/status": `{"v":1}`}}})
 		}, true, ""},
 		{"own node, startup taint", func() error {
-			return merge(cs, nodeA, taints(corev1.Taint{Key: readiness.TaintCold, Value: "true", Effect: corev1.TaintEffectNoSchedule}))
+			return merge(cs, nodeA, taints(corev1.Taint{Key: nodelabels.TaintCold, Value: "true", Effect: corev1.TaintEffectNoSchedule}))
 		}, true, ""},
-		{"own node, WarmdReady condition", func() error { return condition(cs, readiness.ConditionType) }, true, ""},
+		{"own node, WarmdReady condition", func() error { return condition(cs, nodelabels.ConditionType) }, true, ""},
 		{"other node", func() error { return applyLabels(cs, nodeB, map[string]string{"warmd.io/warm": "true"}) }, false,
 			"warmd running on node warmd-node-a may not modify Node warmd-node-b"},
 		{"foreign label", func() error { return applyLabels(cs, nodeA, map[string]string{"team": "other"}) }, false,

@@ -20,7 +20,7 @@ import (
 	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/config"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // chartDir is the Helm chart, relative to this package.
@@ -223,7 +223,7 @@ func TestChartValues(t *testing.T) {
 	if pod.NodeSelector["nvidia.com/gpu.present"] != "true" || pod.RuntimeClassName == nil || *pod.RuntimeClassName != "nvidia" || pod.PriorityClassName != "" {
 		t.Errorf("pod spec: nodeSelector %v runtimeClass %v priorityClass %q", pod.NodeSelector, pod.RuntimeClassName, pod.PriorityClassName)
 	}
-	if len(pod.Tolerations) != 2 || pod.Tolerations[0].Key != readiness.TaintCold || pod.Tolerations[1].Key != "example.com/gpu" {
+	if len(pod.Tolerations) != 2 || pod.Tolerations[0].Key != nodelabels.TaintCold || pod.Tolerations[1].Key != "example.com/gpu" {
 		t.Errorf("tolerations %+v: want warmd.io/cold always, then the values'", pod.Tolerations)
 	}
 	if c.Resources.Limits.Memory().String() != "4Gi" {
@@ -261,7 +261,7 @@ func TestChartValues(t *testing.T) {
 	if args := ext.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, "--leader-elect") || !slices.Contains(args, "--filter-failed") {
 		t.Errorf("extender args %v", args)
 	}
-	if tl := ext.Spec.Template.Spec.Tolerations; len(tl) != 1 || tl[0].Key != readiness.TaintCold {
+	if tl := ext.Spec.Template.Spec.Tolerations; len(tl) != 1 || tl[0].Key != nodelabels.TaintCold {
 		t.Errorf("extender tolerations %+v", tl)
 	}
 

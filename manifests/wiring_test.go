@@ -11,7 +11,7 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 func typed[T any](t *testing.T, docs []doc, kind, name string) *T {
@@ -81,8 +81,8 @@ func TestWiring(t *testing.T) {
 		}
 		return false
 	}
-	if !tolerates(readiness.TaintCold) || !tolerates("nvidia.com/gpu") {
-		t.Errorf("DaemonSet must tolerate %s and nvidia.com/gpu: %+v", readiness.TaintCold, pod.Tolerations)
+	if !tolerates(nodelabels.TaintCold) || !tolerates("nvidia.com/gpu") {
+		t.Errorf("DaemonSet must tolerate %s and nvidia.com/gpu: %+v", nodelabels.TaintCold, pod.Tolerations)
 	}
 	mounts := map[string]corev1.VolumeMount{}
 	for _, m := range c.VolumeMounts {
@@ -124,11 +124,11 @@ func TestExampleDeployment(t *testing.T) {
 	pod := dep.Spec.Template.Spec
 	pref := pod.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 	if len(pref) == 0 || pref[0].Preference.MatchExpressions[0].Key != model.LabelKey(m.Name) ||
-		pref[0].Preference.MatchExpressions[0].Values[0] != string(readiness.StateWarm) {
+		pref[0].Preference.MatchExpressions[0].Values[0] != string(nodelabels.StateWarm) {
 		t.Errorf("preferred affinity %+v, want %s=warm", pref, model.LabelKey(m.Name))
 	}
 	for _, tl := range pod.Tolerations {
-		if tl.Key == readiness.TaintCold {
+		if tl.Key == nodelabels.TaintCold {
 			t.Error("vLLM pods must not tolerate the startup taint")
 		}
 	}

@@ -12,12 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/metrics"
 )
 
@@ -81,18 +80,6 @@ and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes an
 	return cmd
 }
 
-// kubeRESTConfig loads a kubeconfig the way kubectl does: an explicit path, else $KUBECONFIG or
-// ~/.kube/config, else the in-cluster config.
-func kubeRESTConfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig: %w (pass --kubeconfig FILE, set KUBECONFIG, or run in a pod)", err)
-	}
-	return c, nil
-}
-
 func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error {
 	log, err := newLogger(s, o.logFormat, o.logLevel)
 	if err != nil {
@@ -102,7 +89,7 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if err := o.serve.Validate(); err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}
-	rc, err := kubeRESTConfig(o.kubeconfig)
+	rc, err := kubeconfig.ForCommand(o.kubeconfig)
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}

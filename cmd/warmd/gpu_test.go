@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 )
 
@@ -89,7 +90,7 @@ func TestRunPublishesGPUSection(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	g := raw.Sections.GPU
-	if g.Detections < 1 || g.Labels[nvml.LabelSKU] != g.Inventory.SKU || g.Inventory.SKU == "" {
+	if g.Detections < 1 || g.Labels[nodelabels.LabelSKU] != g.Inventory.SKU || g.Inventory.SKU == "" {
 		t.Errorf("gpu section %+v", g)
 	}
 	table, err := warmd(t, "status", "--data-dir", dir).Output()

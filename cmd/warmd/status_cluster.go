@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/status"
 )
 
@@ -32,7 +33,7 @@ func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clu
 	if err := cli.CheckFormat(output, "table", "wide", "json", "yaml"); err != nil {
 		return err
 	}
-	rc, err := kubeRESTConfig(o.kubeconfig)
+	rc, err := kubeconfig.ForCommand(o.kubeconfig)
 	if err != nil {
 		return &cli.ExitError{Code: 2, Err: err}
 	}

@@ -30,7 +30,6 @@ import (
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
-	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/objstore/objstoretest"
 	"warmd.io/warmd/pkg/peer"
@@ -85,7 +84,7 @@ func (w *ccWorld) node(t *testing.T, i int, sku string, warm bool, origin objsto
 	if err := n.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{nvml.LabelSKU: nodelabels.Value(sku), model.LabelKey("acme/m"): "cold"}
+	labels := map[string]string{nodelabels.LabelSKU: nodelabels.Value(sku), model.LabelKey("acme/m"): "cold"}
 	if warm {
 		labels[model.LabelKey("acme/m")] = "warm"
 	}
@@ -228,7 +227,7 @@ func TestBundlesFromPeers(t *testing.T) {
 	}
 	defer evil.Close()
 	evil.Inject(faultproxy.Faults{Corrupt: 1000, Match: func(*http.Request) bool { return true }})
-	peertest.CreateNode(t, w.kube.Client, "evil-4", peertest.IP(4), map[string]string{nvml.LabelSKU: nodelabels.Value(skuB), model.LabelKey("acme/m"): "warm"})
+	peertest.CreateNode(t, w.kube.Client, "evil-4", peertest.IP(4), map[string]string{nodelabels.LabelSKU: nodelabels.Value(skuB), model.LabelKey("acme/m"): "warm"})
 	originB, viaB := w.proxy(t)
 	victim := w.node(t, 5, skuB, false, viaB, func(o *cache.Options) { o.Concurrency = 1 })
 	res, err = victim.mgr.Restore(ctx)

@@ -3,6 +3,8 @@ package compilekey
 import (
 	"strconv"
 	"strings"
+
+	"warmd.io/warmd/pkg/vllm"
 )
 
 // argKeys maps vLLM's argument names (dest form, as the log prints them) to the Inputs they set.
@@ -111,39 +113,28 @@ func (in *Inputs) defaults() {
 	}
 }
 
-// FromArgs reads a vLLM command line (a container's command + args): `vllm serve <model> …`,
-// `python -m vllm.entrypoints.openai.api_server --model …`, or a shell script that runs either. It
-// returns false when no vLLM invocation is found (the inputs stay unknown then).
-func FromArgs(argv []string) (Inputs, bool) {
-	var words []string
-	for _, a := range argv {
-		words = append(words, shellWords(a)...) // `sh -c "vllm serve …"` arrives as one word
-	}
-	start := -1
-	for i, w := range words {
-		if w == "serve" && i > 0 && strings.HasSuffix(words[i-1], "vllm") ||
-			strings.HasSuffix(w, "vllm.entrypoints.openai.api_server") {
-			start = i + 1
-			break
-		}
-	}
-	if start < 0 {
+// FromArgs reads a vLLM command line (a container's command + args) as vllm.Find finds it: `vllm
+// serve <model> …`, `python -m vllm.entrypoints.openai.api_server --model …`, or a shell script that
+// runs either. It returns false when no vLLM invocation naming a model is found (the inputs stay
+// unknown then).
+func FromArgs(argv []string) (Inputs, bool) { return fromCommand(argv, "") }
+
+// fromCommand is FromArgs for a container whose image is known: an image that names vLLM takes
+// args alone (its entrypoint is the server).
+func fromCommand(argv []string, image string) (Inputs, bool) {
+	inv, ok := vllm.Find(argv, image)
+	if !ok || inv.Model == "" {
 		return Inputs{}, false
 	}
-	var in Inputs
+	in := Inputs{Model: inv.Model}
 	configFile := false
-	for i := start; i < len(words); i++ {
+	words := inv.Args
+	for i := 0; i < len(words); i++ {
 		w := words[i]
-		if w == "&&" || w == ";" || w == "|" {
-			break
-		}
 		if w == "--config" || strings.HasPrefix(w, "--config=") {
 			configFile = true // args from a YAML file: what the command line leaves unset is not known
 		}
 		if !strings.HasPrefix(w, "-") {
-			if i == start && words[start-1] == "serve" {
-				in.Model = w // the positional model of `vllm serve`
-			}
 			continue
 		}
 		flag, val, hasVal := strings.Cut(w, "=")
@@ -175,10 +166,10 @@ func FromArgs(argv []string) (Inputs, bool) {
 			i++
 			val = words[i]
 		}
+		if dest == "model" {
+			continue // inv.Model already holds it (the positional one wins, as in vLLM)
+		}
 		in.set(dest, val)
-	}
-	if in.Model == "" {
-		return Inputs{}, false
 	}
 	if !configFile {
 		in.defaults()
@@ -240,38 +231,6 @@ func splitTop(s string) []string {
 		}
 	}
 	return append(out, s[from:])
-}
-
-// shellWords splits a shell command line into words, honouring single and double quotes (enough for
-// the `sh -c "…"` scripts pod specs carry; no expansion).
-func shellWords(s string) []string {
-	var out []string
-	var cur strings.Builder
-	in, quote := false, byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0 && c == quote:
-			quote = 0
-		case quote != 0:
-			cur.WriteByte(c)
-		case c == '\'' || c == '"':
-			quote, in = c, true
-		case c == ' ' || c == '\t' || c == '\n':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-				in = false
-			}
-		default:
-			cur.WriteByte(c)
-			in = true
-		}
-	}
-	if in {
-		out = append(out, cur.String())
-	}
-	return out
 }
 
 // FromLog builds a recorded start's inputs from what its log printed (the vLLM version, the args

@@ -179,3 +179,18 @@ func equalInputs(a, b Inputs) bool {
 	return a.Model == b.Model && a.Revision == b.Revision && a.DType == b.DType && a.Quantization == b.Quantization &&
 		a.MaxModelLen == b.MaxModelLen && a.CompilationConfig == b.CompilationConfig && a.TP == b.TP && a.PP == b.PP && a.DP == b.DP
 }
+
+// TestFromPodImageEntrypoint: a pod that passes only args to a vLLM image (whose entrypoint is the
+// server) has its inputs read, as the extender and pre-warm read its model.
+func TestFromPodImageEntrypoint(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "sidecar", Image: "envoy", Args: []string{"--model", "no"}},
+		{Name: "vllm", Image: "vllm/vllm-openai:v0.11.0", Args: []string{"--model", "org/m", "-tp", "2"}}}}}
+	if c := VLLMContainer(pod); c != "vllm" {
+		t.Fatalf("VLLMContainer = %q, want vllm", c)
+	}
+	in, ok := FromPod(pod, "vllm")
+	if !ok || in.Model != "org/m" || in.TP != 2 || in.Image != "vllm/vllm-openai:v0.11.0" {
+		t.Fatalf("FromPod = %+v, %v", in, ok)
+	}
+}

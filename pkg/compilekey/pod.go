@@ -8,7 +8,7 @@ import (
 
 // FromPod reads the inputs of one container of a pod: the image (its digest when the reference pins
 // one or the container status reports it), the vLLM command line and the keyed env. ok is false when
-// the container does not run vLLM as far as its command line shows.
+// the container does not run vLLM as far as its command line and image show (vllm.Find).
 func FromPod(pod *corev1.Pod, container string) (in Inputs, ok bool) {
 	var c *corev1.Container
 	for i := range pod.Spec.Containers {
@@ -19,7 +19,7 @@ func FromPod(pod *corev1.Pod, container string) (in Inputs, ok bool) {
 	if c == nil {
 		return Inputs{}, false
 	}
-	in, ok = FromArgs(append(append([]string{}, c.Command...), c.Args...))
+	in, ok = fromCommand(append(append([]string{}, c.Command...), c.Args...), c.Image)
 	if !ok {
 		return Inputs{}, false
 	}
@@ -48,7 +48,7 @@ func FromPod(pod *corev1.Pod, container string) (in Inputs, ok bool) {
 // VLLMContainer returns the name of the pod's first container that runs vLLM, "" when none does.
 func VLLMContainer(pod *corev1.Pod) string {
 	for _, c := range pod.Spec.Containers {
-		if _, ok := FromArgs(append(append([]string{}, c.Command...), c.Args...)); ok {
+		if _, ok := fromCommand(append(append([]string{}, c.Command...), c.Args...), c.Image); ok {
 			return c.Name
 		}
 	}

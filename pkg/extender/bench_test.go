@@ -28,8 +28,8 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/nvml"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/predict"
 )
 
 // TestBenchExtender is `make bench-extender` (scripts/bench/extender.sh): it creates
@@ -54,7 +54,7 @@ func TestBenchExtender(t *testing.T) {
 	for i := range nNodes {
 		names[i] = fmt.Sprintf("bench-gpu-%05d", i)
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i],
-			Labels: map[string]string{nvml.LabelSKU: []string{"nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb"}[i%2]}, Annotations: map[string]string{}}}
+			Labels: map[string]string{nodelabels.LabelSKU: []string{"nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb"}[i%2]}, Annotations: map[string]string{}}}
 		var preds []predict.Prediction
 		for j, m := range models {
 			n.Labels[model.LabelKey(m)] = states[(i+j)%len(states)]
@@ -64,7 +64,7 @@ func TestBenchExtender(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Annotations[predict.AnnotationKey] = ann
+		n.Annotations[nodelabels.AnnotationPredicted] = ann
 		nodes[i] = n
 	}
 	var cs kubernetes.Interface

@@ -8,7 +8,7 @@
 // of `warmd status --cluster` (pkg/status) reads, and the replica signal for autoscalers and routers
 // (how long each vLLM pod has been ready, from its Ready condition: ReplicaReadySince, Replicas).
 //
-// It does not compute predictions (pkg/readiness/predict does, on each node) and writes nothing to the
+// It does not compute predictions (pkg/predict does, on each node) and writes nothing to the
 // cluster. Pods that name no model get neutral scores and pass every filter: the extender never blocks
 // a pod it knows nothing about.
 package extender
@@ -32,7 +32,8 @@ import (
 
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 // Config is the extender's behaviour.
@@ -239,13 +240,13 @@ func (x *Extender) count(a *extenderv1.ExtenderArgs) int {
 // Filter keeps every candidate unless FilterFailed is set and the pod's model failed on it.
 func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilterResult {
 	res := &extenderv1.ExtenderFilterResult{}
-	podModel := PodModel(a.Pod)
+	podModel := vllm.PodModel(a.Pod)
 	check := x.cfg.FilterFailed && podModel != ""
 	key := model.LabelKey(podModel)
 	names := make([]string, 0, x.count(a))
 	var items []corev1.Node
 	n := x.each(a, func(_ int, name string, node *corev1.Node, info *NodeInfo) {
-		if check && info != nil && info.States[key] == string(readiness.StateFailed) {
+		if check && info != nil && info.States[key] == string(nodelabels.StateFailed) {
 			if res.FailedAndUnresolvableNodes == nil {
 				res.FailedAndUnresolvableNodes = extenderv1.FailedNodesMap{}
 			}
@@ -274,7 +275,7 @@ func (x *Extender) Filter(a *extenderv1.ExtenderArgs) *extenderv1.ExtenderFilter
 // score 0; a pod without a model scores 0 everywhere (neutral: equal scores change no ranking).
 func (x *Extender) Prioritize(a *extenderv1.ExtenderArgs) *extenderv1.HostPriorityList {
 	list := make(extenderv1.HostPriorityList, x.count(a))
-	model := PodModel(a.Pod)
+	model := vllm.PodModel(a.Pod)
 	best := math.Inf(1)
 	predicted := 0
 	// First pass: remember each Node's prediction in Score as milliseconds (-1: none).

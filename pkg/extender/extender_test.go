@@ -24,8 +24,8 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/nvml"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 const m7b = "Qwen/Qwen2.5-7B-Instruct"
@@ -36,11 +36,11 @@ func fixtureNodes() []*corev1.Node {
 	mk := func(name, state, pred string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: map[string]string{}}}
 		if state != "" {
-			n.Labels[nvml.LabelSKU] = "nvidia-h100-80gb-hbm3"
+			n.Labels[nodelabels.LabelSKU] = "nvidia-h100-80gb-hbm3"
 			n.Labels[key] = state
 		}
 		if pred != "" {
-			n.Annotations[predict.AnnotationKey] = pred
+			n.Annotations[nodelabels.AnnotationPredicted] = pred
 		}
 		return n
 	}
@@ -202,7 +202,7 @@ func TestExtenderAgainstAPIServer(t *testing.T) {
 	})
 	t.Run("prioritize by annotation for another model", func(t *testing.T) {
 		pod := vllmPod("ignored")
-		pod.Annotations = map[string]string{AnnotationModel: "Qwen/Qwen2.5-32B-Instruct"}
+		pod.Annotations = map[string]string{vllm.AnnotationModel: "Qwen/Qwen2.5-32B-Instruct"}
 		var got extenderv1.HostPriorityList
 		w.post(t, "/prioritize", argsBody(t, pod, nil, all), &got)
 		if s := scores(got); s["ext-warm"] != 10 || s["ext-weights"] != 0 {
@@ -251,7 +251,7 @@ func TestExtenderAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.Annotations[predict.AnnotationKey] = `{"Qwen/Qwen2.5-7B-Instruct":35}`
+		n.Annotations[nodelabels.AnnotationPredicted] = `{"Qwen/Qwen2.5-7B-Instruct":35}`
 		if _, err := w.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/predict"
 )
 
 // BenchmarkPrioritizeHandler measures one nodeCacheCapable /prioritize over 5,000 Nodes loaded into
@@ -25,7 +26,7 @@ func BenchmarkPrioritizeHandler(b *testing.B) {
 		names[i] = fmt.Sprintf("bench-gpu-%05d", i)
 		ann, _ := predict.Annotation([]predict.Prediction{{Model: m7b, Seconds: float64(60 + i%400)}}, 0)
 		ix.Upsert(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], ResourceVersion: "1",
-			Labels: map[string]string{model.LabelKey(m7b): "warm"}, Annotations: map[string]string{predict.AnnotationKey: ann}}})
+			Labels: map[string]string{model.LabelKey(m7b): "warm"}, Annotations: map[string]string{nodelabels.AnnotationPredicted: ann}}})
 	}
 	h := New(Config{}, ix, nil, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler()
 	body := argsBody(b, vllmPod(m7b), nil, names)

@@ -7,9 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/nvml"
-	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/predict"
 )
 
 // NodeInfo is what the extender needs from one Node, parsed once per Node version so a request never
@@ -34,11 +33,11 @@ type NodeInfo struct {
 func (n *NodeInfo) State(id string) string { return n.States[model.LabelKey(id)] }
 
 // failed reports whether warmd says the model failed on this Node.
-func (n *NodeInfo) failed(model string) bool { return n.State(model) == string(readiness.StateFailed) }
+func (n *NodeInfo) failed(model string) bool { return n.State(model) == string(nodelabels.StateFailed) }
 
 // Info parses what the extender needs from a Node.
 func Info(node *corev1.Node) *NodeInfo {
-	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[nvml.LabelSKU]}
+	n := &NodeInfo{Name: node.Name, ResourceVersion: node.ResourceVersion, SKU: node.Labels[nodelabels.LabelSKU]}
 	n.Unschedulable = node.Spec.Unschedulable
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
@@ -53,7 +52,7 @@ func Info(node *corev1.Node) *NodeInfo {
 			n.States[k] = v
 		}
 	}
-	n.Predicted, n.PredictErr = predict.ParseAnnotation(node.Annotations[predict.AnnotationKey])
+	n.Predicted, n.PredictErr = predict.ParseAnnotation(node.Annotations[nodelabels.AnnotationPredicted])
 	return n
 }
 
@@ -124,7 +123,7 @@ func (ix *Index) WarmNodes() map[string]int {
 	for _, n := range ix.nodes {
 		for k, v := range n.States {
 			name := ix.modelName(k)
-			if v == string(readiness.StateWarm) {
+			if v == string(nodelabels.StateWarm) {
 				out[name]++
 			} else if _, ok := out[name]; !ok {
 				out[name] = 0 // a model no node has warm yet is 0, not a missing series

@@ -17,13 +17,13 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 func predicted(name string, seconds string, mutate func(*corev1.Node)) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels:      map[string]string{model.LabelKey(m7b): "weights"},
-		Annotations: map[string]string{predict.AnnotationKey: `{"` + m7b + `":` + seconds + `}`},
+		Annotations: map[string]string{nodelabels.AnnotationPredicted: `{"` + m7b + `":` + seconds + `}`},
 	}}
 	if mutate != nil {
 		mutate(n)

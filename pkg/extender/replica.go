@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 // The router signal: how long a vLLM replica has been ready. A fresh replica has an empty prefix
@@ -99,7 +100,7 @@ func NewReplicas(fresh time.Duration, now func() time.Time) *Replicas {
 // Upsert records a pod; pods that serve no model are forgotten.
 func (r *Replicas) Upsert(pod *corev1.Pod) {
 	key := pod.Namespace + "/" + pod.Name
-	model := PodModel(pod)
+	model := vllm.PodModel(pod)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if model == "" {
@@ -150,10 +151,10 @@ func slimPod(o any) (any, error) {
 		Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 		DeletionTimestamp: p.DeletionTimestamp,
 	}}
-	if m, ok := p.Annotations[AnnotationModel]; ok {
-		out.Annotations = map[string]string{AnnotationModel: m}
+	if m, ok := p.Annotations[vllm.AnnotationModel]; ok {
+		out.Annotations = map[string]string{vllm.AnnotationModel: m}
 	}
-	if PodModel(p) == "" {
+	if vllm.PodModel(p) == "" {
 		return out, nil
 	}
 	for _, c := range p.Spec.Containers {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -95,7 +96,7 @@ func TestSlimPodKeepsWhatReplicasRead(t *testing.T) {
 	p.Spec.Volumes = []corev1.Volume{{Name: "v"}}
 	o, _ := slimPod(p)
 	s := o.(*corev1.Pod)
-	if PodModel(s) != m7b || len(s.Spec.Volumes) != 0 || s.Labels != nil {
+	if vllm.PodModel(s) != m7b || len(s.Spec.Volumes) != 0 || s.Labels != nil {
 		t.Errorf("slim pod = %+v", s)
 	}
 	if since, ok := ReplicaReadySince(s); !ok || !since.Equal(t0) {

@@ -1,9 +1,9 @@
-// Package nodelabels is the value side of the Node wire contract: the Labels type every label set warmd
-// computes is held in (the GPU identity labels of pkg/nvml, the warm and per-model labels of
-// pkg/readiness), the one sanitizer that turns a string into a label value, and which keys are
-// warmd's to write. It owns no key names: pkg/nvml names the GPU identity keys, pkg/model the
-// per-model keys (model.LabelKey), pkg/readiness the node-level ones (warmd.io/warm, the status
-// annotation, the taint and the condition). It does no I/O; pkg/readiness writes the Node.
+// Package nodelabels is the Node wire contract: every label, annotation, taint and condition key
+// and state value that warmd's node daemon writes and the scheduler extender, `warmd status
+// --cluster` and users' selectors read (keys.go), the Labels type every label set warmd computes is
+// held in, the one sanitizer that turns a string into a label value, and which keys are warmd's to
+// write. It imports nothing of the daemon, so a reader links the words and not the writer; the
+// per-model keys are pkg/model's (model.LabelKey). It does no I/O; pkg/readiness writes the Node.
 package nodelabels
 
 import (

@@ -8,26 +8,6 @@ import (
 	"warmd.io/warmd/pkg/nodelabels"
 )
 
-// Label keys warmd publishes for GPU identity under its own prefix, so it never fights GPU Feature
-// Discovery over nvidia.com/* keys.
-const (
-	LabelPresent      = "warmd.io/gpu.present"
-	LabelSKU          = "warmd.io/gpu.sku"
-	LabelProduct      = "warmd.io/gpu.product"
-	LabelCount        = "warmd.io/gpu.count"
-	LabelMemory       = "warmd.io/gpu.memory"
-	LabelFamily       = "warmd.io/gpu.family"
-	LabelComputeMajor = "warmd.io/gpu.compute.major"
-	LabelComputeMinor = "warmd.io/gpu.compute.minor"
-	LabelDriverMajor  = "warmd.io/gpu.driver.major"
-	LabelDriverMinor  = "warmd.io/gpu.driver.minor"
-	LabelDriverRev    = "warmd.io/gpu.driver.rev"
-	LabelCUDAMajor    = "warmd.io/gpu.cuda.major"
-	LabelCUDAMinor    = "warmd.io/gpu.cuda.minor"
-	LabelMIG          = "warmd.io/gpu.mig"
-	LabelClique       = "warmd.io/gpu.clique"
-)
-
 // LabelOptions choose which label names are produced.
 type LabelOptions struct {
 	// GFD also emits NVIDIA GPU Feature Discovery's nvidia.com/* names (config gpu.gfdLabels), for
@@ -40,14 +20,14 @@ type LabelOptions struct {
 // (compute capability, family) are left out rather than guessed; product becomes "mixed".
 func IdentityLabels(inv Inventory, opt LabelOptions) nodelabels.Labels {
 	l := nodelabels.Labels{
-		LabelPresent: strconv.FormatBool(inv.Present),
-		LabelSKU:     nodelabels.Value(cmpOr(inv.SKU, SKUKey(inv))),
+		nodelabels.LabelPresent: strconv.FormatBool(inv.Present),
+		nodelabels.LabelSKU:     nodelabels.Value(cmpOr(inv.SKU, SKUKey(inv))),
 	}
 	if !inv.Present {
 		return l
 	}
-	l[LabelCount] = strconv.Itoa(inv.DeviceCount)
-	l[LabelMIG] = strconv.FormatBool(inv.MIGEnabled())
+	l[nodelabels.LabelCount] = strconv.Itoa(inv.DeviceCount)
+	l[nodelabels.LabelMIG] = strconv.FormatBool(inv.MIGEnabled())
 	product := ""
 	switch ps := inv.Products(); len(ps) {
 	case 0:
@@ -56,7 +36,7 @@ func IdentityLabels(inv Inventory, opt LabelOptions) nodelabels.Labels {
 	default:
 		product = "mixed"
 	}
-	setIf(l, LabelProduct, product)
+	setIf(l, nodelabels.LabelProduct, product)
 	var memory uint64
 	for _, d := range inv.Devices {
 		if d.MemoryMiB > 0 && (memory == 0 || d.MemoryMiB < memory) {
@@ -64,24 +44,24 @@ func IdentityLabels(inv Inventory, opt LabelOptions) nodelabels.Labels {
 		}
 	}
 	if memory > 0 {
-		l[LabelMemory] = strconv.FormatUint(memory, 10)
+		l[nodelabels.LabelMemory] = strconv.FormatUint(memory, 10)
 	}
 	cc, family := uniform(inv, func(d Device) string { return d.ComputeCapability }),
 		uniform(inv, func(d Device) string { return d.Architecture })
 	ccMajor, ccMinor, _ := strings.Cut(cc, ".")
-	setIf(l, LabelComputeMajor, ccMajor)
-	setIf(l, LabelComputeMinor, ccMinor)
-	setIf(l, LabelFamily, nodelabels.Value(family))
+	setIf(l, nodelabels.LabelComputeMajor, ccMajor)
+	setIf(l, nodelabels.LabelComputeMinor, ccMinor)
+	setIf(l, nodelabels.LabelFamily, nodelabels.Value(family))
 	dv := strings.SplitN(inv.DriverVersion, ".", 3)
-	for i, k := range []string{LabelDriverMajor, LabelDriverMinor, LabelDriverRev} {
+	for i, k := range []string{nodelabels.LabelDriverMajor, nodelabels.LabelDriverMinor, nodelabels.LabelDriverRev} {
 		if i < len(dv) {
 			setIf(l, k, nodelabels.Value(dv[i]))
 		}
 	}
 	cudaMajor, cudaMinor, _ := strings.Cut(inv.CUDADriverVersion, ".")
-	setIf(l, LabelCUDAMajor, nodelabels.Value(cudaMajor))
-	setIf(l, LabelCUDAMinor, nodelabels.Value(cudaMinor))
-	setIf(l, LabelClique, nodelabels.Value(inv.Clique))
+	setIf(l, nodelabels.LabelCUDAMajor, nodelabels.Value(cudaMajor))
+	setIf(l, nodelabels.LabelCUDAMinor, nodelabels.Value(cudaMinor))
+	setIf(l, nodelabels.LabelClique, nodelabels.Value(inv.Clique))
 	if opt.GFD {
 		maps.Copy(l, gfdLabels(l, inv))
 	}
@@ -98,22 +78,22 @@ func gfdLabels(ours nodelabels.Labels, inv Inventory) nodelabels.Labels {
 			g[to] = v
 		}
 	}
-	copyAs(LabelCount, "nvidia.com/gpu.count")
-	copyAs(LabelMemory, "nvidia.com/gpu.memory")
-	copyAs(LabelFamily, "nvidia.com/gpu.family")
-	copyAs(LabelComputeMajor, "nvidia.com/gpu.compute.major")
-	copyAs(LabelComputeMinor, "nvidia.com/gpu.compute.minor")
-	copyAs(LabelDriverMajor, "nvidia.com/cuda.driver.major")
-	copyAs(LabelDriverMinor, "nvidia.com/cuda.driver.minor")
-	copyAs(LabelDriverRev, "nvidia.com/cuda.driver.rev")
-	copyAs(LabelDriverMajor, "nvidia.com/cuda.driver-version.major")
-	copyAs(LabelDriverMinor, "nvidia.com/cuda.driver-version.minor")
-	copyAs(LabelDriverRev, "nvidia.com/cuda.driver-version.revision")
-	copyAs(LabelCUDAMajor, "nvidia.com/cuda.runtime.major")
-	copyAs(LabelCUDAMinor, "nvidia.com/cuda.runtime.minor")
-	copyAs(LabelCUDAMajor, "nvidia.com/cuda.runtime-version.major")
-	copyAs(LabelCUDAMinor, "nvidia.com/cuda.runtime-version.minor")
-	copyAs(LabelClique, "nvidia.com/gpu.clique")
+	copyAs(nodelabels.LabelCount, "nvidia.com/gpu.count")
+	copyAs(nodelabels.LabelMemory, "nvidia.com/gpu.memory")
+	copyAs(nodelabels.LabelFamily, "nvidia.com/gpu.family")
+	copyAs(nodelabels.LabelComputeMajor, "nvidia.com/gpu.compute.major")
+	copyAs(nodelabels.LabelComputeMinor, "nvidia.com/gpu.compute.minor")
+	copyAs(nodelabels.LabelDriverMajor, "nvidia.com/cuda.driver.major")
+	copyAs(nodelabels.LabelDriverMinor, "nvidia.com/cuda.driver.minor")
+	copyAs(nodelabels.LabelDriverRev, "nvidia.com/cuda.driver.rev")
+	copyAs(nodelabels.LabelDriverMajor, "nvidia.com/cuda.driver-version.major")
+	copyAs(nodelabels.LabelDriverMinor, "nvidia.com/cuda.driver-version.minor")
+	copyAs(nodelabels.LabelDriverRev, "nvidia.com/cuda.driver-version.revision")
+	copyAs(nodelabels.LabelCUDAMajor, "nvidia.com/cuda.runtime.major")
+	copyAs(nodelabels.LabelCUDAMinor, "nvidia.com/cuda.runtime.minor")
+	copyAs(nodelabels.LabelCUDAMajor, "nvidia.com/cuda.runtime-version.major")
+	copyAs(nodelabels.LabelCUDAMinor, "nvidia.com/cuda.runtime-version.minor")
+	copyAs(nodelabels.LabelClique, "nvidia.com/gpu.clique")
 	setIf(g, "nvidia.com/cuda.driver-version.full", nodelabels.Value(inv.DriverVersion))
 	setIf(g, "nvidia.com/cuda.runtime-version.full", nodelabels.Value(inv.CUDADriverVersion))
 	// GFD names the product after device 0 with spaces turned into dashes, also on mixed nodes.

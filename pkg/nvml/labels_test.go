@@ -30,13 +30,13 @@ func TestIdentityLabels(t *testing.T) {
 		noGFDNS bool
 	}{
 		{name: "no GPU", inv: Absent("null", NoGPUReason),
-			want:   nodelabels.Labels{LabelPresent: "false", LabelSKU: SKUNone},
-			absent: []string{LabelCount, LabelProduct, "nvidia.com/gpu.count"}, opt: LabelOptions{GFD: true}},
+			want:   nodelabels.Labels{nodelabels.LabelPresent: "false", nodelabels.LabelSKU: SKUNone},
+			absent: []string{nodelabels.LabelCount, nodelabels.LabelProduct, "nvidia.com/gpu.count"}, opt: LabelOptions{GFD: true}},
 		{name: "8x H100 own names only", inv: h100, noGFDNS: true,
-			want: nodelabels.Labels{LabelPresent: "true", LabelSKU: h100.SKU, LabelProduct: "NVIDIA-H100-80GB-HBM3", LabelCount: "8",
-				LabelMemory: "81559", LabelFamily: "hopper", LabelComputeMajor: "9", LabelComputeMinor: "0",
-				LabelDriverMajor: "570", LabelDriverMinor: "124", LabelDriverRev: "06", LabelCUDAMajor: "12", LabelCUDAMinor: "8",
-				LabelMIG: "false"}},
+			want: nodelabels.Labels{nodelabels.LabelPresent: "true", nodelabels.LabelSKU: h100.SKU, nodelabels.LabelProduct: "NVIDIA-H100-80GB-HBM3", nodelabels.LabelCount: "8",
+				nodelabels.LabelMemory: "81559", nodelabels.LabelFamily: "hopper", nodelabels.LabelComputeMajor: "9", nodelabels.LabelComputeMinor: "0",
+				nodelabels.LabelDriverMajor: "570", nodelabels.LabelDriverMinor: "124", nodelabels.LabelDriverRev: "06", nodelabels.LabelCUDAMajor: "12", nodelabels.LabelCUDAMinor: "8",
+				nodelabels.LabelMIG: "false"}},
 		{name: "8x H100 with GFD names", inv: h100, opt: LabelOptions{GFD: true},
 			want: nodelabels.Labels{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
 				"nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.family": "hopper",
@@ -45,10 +45,10 @@ func TestIdentityLabels(t *testing.T) {
 				"nvidia.com/cuda.driver-version.full": "570.124.06", "nvidia.com/cuda.runtime-version.full": "12.8",
 				"nvidia.com/cuda.runtime.major": "12", "nvidia.com/cuda.runtime.minor": "8"}},
 		{name: "NVL72 clique", inv: nvl, opt: LabelOptions{GFD: true},
-			want: nodelabels.Labels{LabelClique: nvl.Clique, "nvidia.com/gpu.clique": nvl.Clique}},
+			want: nodelabels.Labels{nodelabels.LabelClique: nvl.Clique, "nvidia.com/gpu.clique": nvl.Clique}},
 		{name: "mixed node", inv: mixed,
-			want:   nodelabels.Labels{LabelProduct: "mixed", LabelMemory: "40960", LabelSKU: mixed.SKU},
-			absent: []string{LabelComputeMajor, LabelComputeMinor, LabelFamily}},
+			want:   nodelabels.Labels{nodelabels.LabelProduct: "mixed", nodelabels.LabelMemory: "40960", nodelabels.LabelSKU: mixed.SKU},
+			absent: []string{nodelabels.LabelComputeMajor, nodelabels.LabelComputeMinor, nodelabels.LabelFamily}},
 		{name: "odd product name is sanitized", inv: weird, opt: LabelOptions{GFD: true}},
 	}
 	for _, tt := range tests {

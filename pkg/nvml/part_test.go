@@ -15,6 +15,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -81,9 +82,9 @@ func TestPartPublishes(t *testing.T) {
 				t.Fatal("no gpu section published")
 			}
 			if st.Inventory.SKU != tt.wantSKU || st.Stale != tt.stale || !strings.Contains(st.LastError, tt.lastError) ||
-				st.Labels[LabelSKU] != tt.wantSKU || st.Detections != len(tt.readings) || st.Cacheable != Cacheable(tt.wantSKU) {
+				st.Labels[nodelabels.LabelSKU] != tt.wantSKU || st.Detections != len(tt.readings) || st.Cacheable != Cacheable(tt.wantSKU) {
 				t.Errorf("status sku %q stale %v lastError %q label %q detections %d cacheable %v",
-					st.Inventory.SKU, st.Stale, st.LastError, st.Labels[LabelSKU], st.Detections, st.Cacheable)
+					st.Inventory.SKU, st.Stale, st.LastError, st.Labels[nodelabels.LabelSKU], st.Detections, st.Cacheable)
 			}
 			if got := testutil.ToFloat64(m.GPU.Count); got != tt.count {
 				t.Errorf("warmd_gpu_count = %v, want %v", got, tt.count)

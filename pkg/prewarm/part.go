@@ -22,10 +22,10 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
-	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 // Options adjust the part; the zero value is what the daemon runs.
@@ -260,7 +260,7 @@ func (p *Part) reconcile(ctx context.Context, pods []*corev1.Pod) {
 		if why != "" {
 			continue
 		}
-		name := extender.PodModel(pod)
+		name := vllm.PodModel(pod)
 		if _, ok := models[name]; !ok {
 			continue // not a vLLM pod, or a model warmd does not manage
 		}

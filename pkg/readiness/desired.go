@@ -10,8 +10,6 @@ import (
 
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
-	"warmd.io/warmd/pkg/nvml"
-	"warmd.io/warmd/pkg/readiness/predict"
 )
 
 // Default caps on what warmd writes, so a fleet with many models cannot grow Node objects without bound.
@@ -94,9 +92,9 @@ func Build(in Input, everWarm bool, statusCap int) Desired {
 		}
 	}
 	if in.SKU != "" {
-		d.Labels[nvml.LabelSKU] = nodelabels.Value(in.SKU)
+		d.Labels[nodelabels.LabelSKU] = nodelabels.Value(in.SKU)
 	}
-	d.Labels[LabelWarm] = fmt.Sprint(warm)
+	d.Labels[nodelabels.LabelWarm] = fmt.Sprint(warm)
 	names := make([]string, 0, len(in.Models))
 	for _, m := range in.Models {
 		names = append(names, m.Name)
@@ -106,9 +104,9 @@ func Build(in Input, everWarm bool, statusCap int) Desired {
 		d.Labels[keys[s.Name]] = string(s.State)
 	}
 	if in.Predictions.Annotation != "" {
-		d.Annotations[predict.AnnotationKey] = in.Predictions.Annotation
+		d.Annotations[nodelabels.AnnotationPredicted] = in.Predictions.Annotation
 	}
-	d.Annotations[AnnotationStatus] = statusJSON(StatusSummary{
+	d.Annotations[nodelabels.AnnotationStatus] = statusJSON(StatusSummary{
 		Version: 1, Warm: warm, EverWarm: d.EverWarm, SKU: in.SKU,
 	}, states, statusCap)
 	d.Condition = condition(states)
@@ -118,7 +116,7 @@ func Build(in Input, everWarm bool, statusCap int) Desired {
 // ParseStatus reads the status annotation back; a missing or unreadable one reads as zero.
 func ParseStatus(annotations map[string]string) StatusSummary {
 	var s StatusSummary
-	if v, ok := annotations[AnnotationStatus]; ok {
+	if v, ok := annotations[nodelabels.AnnotationStatus]; ok {
 		_ = json.Unmarshal([]byte(v), &s) // an unreadable annotation is rewritten by the next apply
 	}
 	return s
@@ -168,9 +166,9 @@ func condition(states []ModelState) Condition {
 	var notes []string
 	for _, s := range states {
 		switch s.State {
-		case StateWarm:
+		case nodelabels.StateWarm:
 			warm++
-		case StateFailed:
+		case nodelabels.StateFailed:
 			failed++
 			notes = append(notes, fmt.Sprintf("%s failed: %s", s.Name, s.Reason))
 		default:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // Event reasons warmd records on its Node (`kubectl describe node`, `kubectl get events`).
@@ -109,23 +110,23 @@ func Transitions(before map[string]string, d Desired) []Transition {
 	keys := model.LabelKeys(names)
 	var out []Transition
 	for _, m := range d.Models {
-		prev, cur := State(before[keys[m.Name]]), m.State
+		prev, cur := nodelabels.State(before[keys[m.Name]]), m.State
 		if prev == cur {
 			continue
 		}
 		switch {
-		case cur == StateWarm:
+		case cur == nodelabels.StateWarm:
 			out = append(out, Transition{corev1.EventTypeNormal, ReasonModelWarm,
 				fmt.Sprintf("model %s is warm on this node (was %s)", m.Name, orNone(prev))})
-		case cur == StateFailed:
+		case cur == nodelabels.StateFailed:
 			out = append(out, Transition{corev1.EventTypeWarning, ReasonModelFailed,
 				fmt.Sprintf("model %s failed on this node: %s", m.Name, m.Reason)})
-		case prev == StateWarm:
+		case prev == nodelabels.StateWarm:
 			out = append(out, Transition{corev1.EventTypeWarning, ReasonModelCold,
 				fmt.Sprintf("model %s is no longer warm on this node (now %s, missing %s)", m.Name, cur, strings.Join(m.Missing, ", "))})
 		}
 	}
-	if prev, cur := before[LabelWarm], d.Labels[LabelWarm]; prev != cur {
+	if prev, cur := before[nodelabels.LabelWarm], d.Labels[nodelabels.LabelWarm]; prev != cur {
 		switch {
 		case cur == "true":
 			out = append(out, Transition{corev1.EventTypeNormal, ReasonNodeWarm,
@@ -140,7 +141,7 @@ func Transitions(before map[string]string, d Desired) []Transition {
 	return out
 }
 
-func orNone(s State) State {
+func orNone(s nodelabels.State) nodelabels.State {
 	if s == "" {
 		return "unknown"
 	}

@@ -6,6 +6,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/state/statetest"
@@ -42,12 +43,12 @@ func TestLocalPartReportsWarmthWithoutAPIServer(t *testing.T) {
 		return statetest.Wait(t, store, readiness.Section, func(st readiness.Status) bool { return st.Warm == warm })
 	}
 	st := wait(false)
-	if st.Models["org/m"].State != readiness.StateCold || st.NodeKnown {
+	if st.Models["org/m"].State != nodelabels.StateCold || st.NodeKnown {
 		t.Errorf("cold status = %+v", st)
 	}
 	testWeights.Publish(store, "main")
 	st = wait(true)
-	if st.Models["org/m"].State != readiness.StateWarm || st.Labels["warmd.io/warm"] != "true" {
+	if st.Models["org/m"].State != nodelabels.StateWarm || st.Labels["warmd.io/warm"] != "true" {
 		t.Errorf("warm status = %+v", st)
 	}
 	cancel()

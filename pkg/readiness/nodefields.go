@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // metadataOwners reads the Node's managedFields and returns, for one metadata map ("labels" or
@@ -72,7 +73,7 @@ func findCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondi
 // hasColdTaint reports whether the node carries warmd's startup taint.
 func hasColdTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Key == TaintCold && t.Effect == corev1.TaintEffectNoSchedule {
+		if t.Key == nodelabels.TaintCold && t.Effect == corev1.TaintEffectNoSchedule {
 			return true
 		}
 	}

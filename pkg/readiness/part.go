@@ -12,15 +12,15 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nodewatch"
-	"warmd.io/warmd/pkg/readiness/predict"
+	"warmd.io/warmd/pkg/predict"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -117,18 +117,12 @@ func New(d daemon.Deps, o Options) (daemon.Part, error) {
 	return p, nil
 }
 
-// RESTConfig loads the kubeconfig at path, or the in-cluster config when path is empty.
+// RESTConfig loads readiness.kubeconfig: the file at path, or the in-cluster config when path is
+// empty (kubeconfig.ForDaemon).
 func RESTConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("readiness: in-cluster API config: %w (outside a pod, set readiness.kubeconfig or readiness.disabled: true)", err)
-		}
-		return c, nil
-	}
-	c, err := clientcmd.BuildConfigFromFlags("", path)
+	c, err := kubeconfig.ForDaemon(path, "readiness.kubeconfig, or readiness.disabled: true")
 	if err != nil {
-		return nil, fmt.Errorf("readiness: kubeconfig %s: %w (fix readiness.kubeconfig)", path, err)
+		return nil, fmt.Errorf("readiness: %w", err)
 	}
 	return c, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 func TestClassify(t *testing.T) {
@@ -57,7 +59,7 @@ func TestNothingFromAnErrorReachesTheNode(t *testing.T) {
 		d := Build(in, false, 0)
 		for what, s := range map[string]string{
 			"condition message": d.Condition.Message, "condition reason": d.Condition.Reason,
-			"status annotation": d.Annotations[AnnotationStatus],
+			"status annotation": d.Annotations[nodelabels.AnnotationStatus],
 		} {
 			if strings.Contains(s, "CANARY") {
 				t.Errorf("%s quotes the error: %q", what, clip(s, 300))
@@ -69,14 +71,14 @@ func TestNothingFromAnErrorReachesTheNode(t *testing.T) {
 				}
 			}
 		}
-		if len(d.Condition.Message) > conditionMsgLimit || len(d.Annotations[AnnotationStatus]) > DefaultStatusCap {
-			t.Errorf("caps exceeded: condition %d, annotation %d bytes", len(d.Condition.Message), len(d.Annotations[AnnotationStatus]))
+		if len(d.Condition.Message) > conditionMsgLimit || len(d.Annotations[nodelabels.AnnotationStatus]) > DefaultStatusCap {
+			t.Errorf("caps exceeded: condition %d, annotation %d bytes", len(d.Condition.Message), len(d.Annotations[nodelabels.AnnotationStatus]))
 		}
 		if !strings.HasSuffix(d.Condition.Message, "("+statusHint+")") {
 			t.Errorf("a failed condition does not say where the error is: %q", d.Condition.Message)
 		}
 		for _, m := range d.Models {
-			if m.State != StateFailed || strings.Contains(m.Reason, "CANARY") {
+			if m.State != nodelabels.StateFailed || strings.Contains(m.Reason, "CANARY") {
 				t.Errorf("model %s: %s %q", m.Name, m.State, clip(m.Reason, 200))
 			}
 		}

@@ -5,21 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"warmd.io/warmd/pkg/readiness/predict"
-)
-
-// State is how warm one model is on this node. The values are also the label values of
-// models.warmd.io/<model>, so they are short, lower case and stable.
-type State string
-
-// The states, from cold to warm. Image and Weights are partial: Weights means the weights (the slow
-// part) are verified but something else is missing; Image means only the image is ready.
-const (
-	StateCold    State = "cold"
-	StateImage   State = "image"
-	StateWeights State = "weights"
-	StateWarm    State = "warm"
-	StateFailed  State = "failed"
+	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/predict"
 )
 
 // Input is everything the warm-state rules look at, as the other parts report it right now. The daemon
@@ -36,7 +23,7 @@ type Input struct {
 	Models []ModelInput
 	// Predictions are the predicted seconds from pod start to ready per wanted model, with the value of
 	// the warmd.io/predicted-ready annotation that carries them to the scheduler extender and autoscalers
-	// (pkg/readiness/predict builds both; empty when there is nothing to predict).
+	// (pkg/predict builds both; empty when there is nothing to predict).
 	Predictions Predictions
 }
 
@@ -101,11 +88,11 @@ type StartFacts struct {
 
 // ModelState is the evaluated warm state of one wanted model.
 type ModelState struct {
-	Name  string `json:"-"`
-	State State  `json:"s"`
+	Name  string           `json:"-"`
+	State nodelabels.State `json:"s"`
 	// Missing names, for people, each thing between this model and warm.
 	Missing []string `json:"miss,omitempty"`
-	// Reason is the failure, for StateFailed, in warmd's own words (reason.go): which part failed and
+	// Reason is the failure, for nodelabels.StateFailed, in warmd's own words (reason.go): which part failed and
 	// how, never the part's error text, since it is written on the Node. The text is in the part's
 	// section of /v1/status.
 	Reason   string `json:"err,omitempty"`
@@ -183,15 +170,15 @@ func evaluateModel(in Input, m ModelInput) ModelState {
 	}
 	switch {
 	case len(failures) > 0:
-		ms.State, ms.Reason = StateFailed, strings.Join(failures, "; ")
+		ms.State, ms.Reason = nodelabels.StateFailed, strings.Join(failures, "; ")
 	case imageOK && weightsOK && cacheOK:
-		ms.State = StateWarm
+		ms.State = nodelabels.StateWarm
 	case weightsOK:
-		ms.State = StateWeights
+		ms.State = nodelabels.StateWeights
 	case imageOK && m.Image.Ref != "":
-		ms.State = StateImage
+		ms.State = nodelabels.StateImage
 	default:
-		ms.State = StateCold
+		ms.State = nodelabels.StateCold
 	}
 	return ms
 }
@@ -200,7 +187,7 @@ func evaluateModel(in Input, m ModelInput) ModelState {
 // nothing to wait for, and a startup taint must not stay on it forever.
 func AllWarm(states []ModelState) bool {
 	for _, s := range states {
-		if s.State != StateWarm {
+		if s.State != nodelabels.StateWarm {
 			return false
 		}
 	}

@@ -26,23 +26,23 @@ func TestEvaluate(t *testing.T) {
 		name    string
 		mut     func(*ModelInput)
 		noCache bool
-		want    State
+		want    nodelabels.State
 		missing string
 	}{
-		{"everything verified", func(*ModelInput) {}, false, StateWarm, ""},
+		{"everything verified", func(*ModelInput) {}, false, nodelabels.StateWarm, ""},
 		{"nothing", func(m *ModelInput) {
 			m.Image.Digest, m.Image.Pinned, m.Weights.VerifiedRevision, m.Cache.Present = "", false, "", false
-		}, false, StateCold, "not pulled"},
-		{"image only", func(m *ModelInput) { m.Weights.VerifiedRevision, m.Cache.Present = "", false }, false, StateImage, "weights at revision abc123"},
-		{"weights without image", func(m *ModelInput) { m.Image.Digest = "" }, false, StateWeights, "not pulled"},
-		{"no compile cache", func(m *ModelInput) { m.Cache.Present = false }, false, StateWeights, "compile cache for h100-80gb"},
-		{"compile cache off", func(m *ModelInput) { m.Cache.Present = false }, true, StateWarm, ""},
-		{"image evicted", func(m *ModelInput) { m.Image.Digest = "" }, true, StateWeights, "not pulled"},
-		{"image unpinned", func(m *ModelInput) { m.Image.Pinned = false }, false, StateWeights, "not pinned"},
-		{"old revision on disk", func(m *ModelInput) { m.Weights.VerifiedRevision = "old" }, false, StateImage, "on disk: old"},
-		{"no image needed", func(m *ModelInput) { m.Image = ImageFacts{} }, false, StateWarm, ""},
-		{"weights failed", func(m *ModelInput) { m.Weights.Error = "sha256 mismatch in model.safetensors" }, false, StateFailed, ""},
-		{"image failed", func(m *ModelInput) { m.Image.Error = "401 unauthorized" }, false, StateFailed, ""},
+		}, false, nodelabels.StateCold, "not pulled"},
+		{"image only", func(m *ModelInput) { m.Weights.VerifiedRevision, m.Cache.Present = "", false }, false, nodelabels.StateImage, "weights at revision abc123"},
+		{"weights without image", func(m *ModelInput) { m.Image.Digest = "" }, false, nodelabels.StateWeights, "not pulled"},
+		{"no compile cache", func(m *ModelInput) { m.Cache.Present = false }, false, nodelabels.StateWeights, "compile cache for h100-80gb"},
+		{"compile cache off", func(m *ModelInput) { m.Cache.Present = false }, true, nodelabels.StateWarm, ""},
+		{"image evicted", func(m *ModelInput) { m.Image.Digest = "" }, true, nodelabels.StateWeights, "not pulled"},
+		{"image unpinned", func(m *ModelInput) { m.Image.Pinned = false }, false, nodelabels.StateWeights, "not pinned"},
+		{"old revision on disk", func(m *ModelInput) { m.Weights.VerifiedRevision = "old" }, false, nodelabels.StateImage, "on disk: old"},
+		{"no image needed", func(m *ModelInput) { m.Image = ImageFacts{} }, false, nodelabels.StateWarm, ""},
+		{"weights failed", func(m *ModelInput) { m.Weights.Error = "sha256 mismatch in model.safetensors" }, false, nodelabels.StateFailed, ""},
+		{"image failed", func(m *ModelInput) { m.Image.Error = "401 unauthorized" }, false, nodelabels.StateFailed, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +58,7 @@ func TestEvaluate(t *testing.T) {
 			if tc.missing != "" && !strings.Contains(strings.Join(got[0].Missing, "; "), tc.missing) {
 				t.Errorf("missing %v does not mention %q", got[0].Missing, tc.missing)
 			}
-			if tc.want == StateFailed && got[0].Reason == "" {
+			if tc.want == nodelabels.StateFailed && got[0].Reason == "" {
 				t.Error("failed without a reason")
 			}
 		})
@@ -106,13 +106,13 @@ func TestBuild(t *testing.T) {
 		t.Errorf("condition %+v", d.Condition)
 	}
 	st := ParseStatus(d.Annotations)
-	if st.Version != 1 || st.Models["Qwen/Qwen2.5-7B-Instruct"].State != StateWarm || st.SKU != "h100-sxm-80gb" {
-		t.Errorf("status annotation %s", d.Annotations[AnnotationStatus])
+	if st.Version != 1 || st.Models["Qwen/Qwen2.5-7B-Instruct"].State != nodelabels.StateWarm || st.SKU != "h100-sxm-80gb" {
+		t.Errorf("status annotation %s", d.Annotations[nodelabels.AnnotationStatus])
 	}
 
 	in.Models[1] = warmModel("meta-llama/Llama-3.1-8B-Instruct")
 	d = Build(in, false, 0)
-	if !d.Warm || !d.EverWarm || d.Labels[LabelWarm] != "true" || d.Condition.Status != corev1.ConditionTrue {
+	if !d.Warm || !d.EverWarm || d.Labels[nodelabels.LabelWarm] != "true" || d.Condition.Status != corev1.ConditionTrue {
 		t.Errorf("warm node: warm=%v everWarm=%v labels=%v cond=%+v", d.Warm, d.EverWarm, d.Labels, d.Condition)
 	}
 	if d := Build(Input{}, false, 0); !d.Warm || d.Condition.Reason != "NoModelsWanted" {
@@ -130,7 +130,7 @@ func TestStatusAnnotationCapped(t *testing.T) {
 	for _, limit := range []int{4096, 1024, 100} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			d := Build(Input{Models: models}, false, limit)
-			raw := d.Annotations[AnnotationStatus]
+			raw := d.Annotations[nodelabels.AnnotationStatus]
 			if len(raw) > limit {
 				t.Fatalf("annotation is %d bytes, cap %d", len(raw), limit)
 			}

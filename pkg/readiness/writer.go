@@ -373,7 +373,7 @@ func same(want nodelabels.Labels, have map[string]string, ours map[string]bool) 
 // applyCondition applies WarmdReady when its content changed or its heartbeat is due.
 func (w *Writer) applyCondition(ctx context.Context, node *corev1.Node, c Condition) (*corev1.Node, bool, error) {
 	now := w.o.Clock.Now()
-	cur := findCondition(node, ConditionType)
+	cur := findCondition(node, nodelabels.ConditionType)
 	transition := metav1.NewTime(now)
 	if cur != nil && cur.Status == c.Status {
 		if cur.Reason == c.Reason && cur.Message == c.Message && now.Sub(cur.LastHeartbeatTime.Time) < w.o.Heartbeat {
@@ -382,11 +382,11 @@ func (w *Writer) applyCondition(ctx context.Context, node *corev1.Node, c Condit
 		transition = cur.LastTransitionTime
 	}
 	ac := corev1ac.Node(w.o.NodeName).WithStatus(corev1ac.NodeStatus().WithConditions(
-		corev1ac.NodeCondition().WithType(ConditionType).WithStatus(c.Status).WithReason(c.Reason).
+		corev1ac.NodeCondition().WithType(nodelabels.ConditionType).WithStatus(c.Status).WithReason(c.Reason).
 			WithMessage(c.Message).WithLastHeartbeatTime(metav1.NewTime(now)).WithLastTransitionTime(transition)))
 	n, err := w.o.Client.CoreV1().Nodes().ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager})
 	if err != nil {
-		return nil, false, fmt.Errorf("apply %s condition to node %s: %w", ConditionType, w.o.NodeName, err)
+		return nil, false, fmt.Errorf("apply %s condition to node %s: %w", nodelabels.ConditionType, w.o.NodeName, err)
 	}
 	w.keep(n)
 	return n, true, nil
@@ -411,12 +411,12 @@ func (w *Writer) patchTaint(ctx context.Context, node *corev1.Node, add bool) er
 		}
 		taints := []corev1.Taint{}
 		for _, t := range node.Spec.Taints {
-			if t.Key != TaintCold {
+			if t.Key != nodelabels.TaintCold {
 				taints = append(taints, t)
 			}
 		}
 		if add {
-			taints = append(taints, corev1.Taint{Key: TaintCold, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+			taints = append(taints, corev1.Taint{Key: nodelabels.TaintCold, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 		}
 		body, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
@@ -430,11 +430,11 @@ func (w *Writer) patchTaint(ctx context.Context, node *corev1.Node, add bool) er
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("update taint %s on node %s: %w", TaintCold, w.o.NodeName, err)
+			return fmt.Errorf("update taint %s on node %s: %w", nodelabels.TaintCold, w.o.NodeName, err)
 		}
 		w.keep(n)
-		w.o.Log.Info("startup taint updated", "node", w.o.NodeName, "taint", TaintCold+":NoSchedule", "present", add)
+		w.o.Log.Info("startup taint updated", "node", w.o.NodeName, "taint", nodelabels.TaintCold+":NoSchedule", "present", add)
 		return nil
 	}
-	return fmt.Errorf("update taint %s on node %s: the node kept changing under 5 attempts", TaintCold, w.o.NodeName)
+	return fmt.Errorf("update taint %s on node %s: the node kept changing under 5 attempts", nodelabels.TaintCold, w.o.NodeName)
 }

@@ -132,7 +132,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 
 func cond(n *corev1.Node) *corev1.NodeCondition {
 	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == readiness.ConditionType {
+		if n.Status.Conditions[i].Type == nodelabels.ConditionType {
 			return &n.Status.Conditions[i]
 		}
 	}
@@ -168,7 +168,7 @@ func TestWriterLifecycle(t *testing.T) {
 	if c := cond(n); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "ModelsNotWarm" {
 		t.Errorf("condition %+v", c)
 	}
-	if !hasTaint(n, readiness.TaintCold) || !hasTaint(n, "nvidia.com/gpu") {
+	if !hasTaint(n, nodelabels.TaintCold) || !hasTaint(n, "nvidia.com/gpu") {
 		t.Errorf("taints %v: want warmd.io/cold added beside nvidia.com/gpu", n.Spec.Taints)
 	}
 
@@ -206,7 +206,7 @@ func TestWriterLifecycle(t *testing.T) {
 	if c := cond(n); c.Status != corev1.ConditionTrue || c.Reason != "AllModelsWarm" {
 		t.Errorf("warm condition %+v", c)
 	}
-	if hasTaint(n, readiness.TaintCold) || !hasTaint(n, "nvidia.com/gpu") {
+	if hasTaint(n, nodelabels.TaintCold) || !hasTaint(n, "nvidia.com/gpu") {
 		t.Errorf("taints %v: want only nvidia.com/gpu", n.Spec.Taints)
 	}
 
@@ -223,7 +223,7 @@ func TestWriterLifecycle(t *testing.T) {
 	if n.Labels["models.warmd.io/Qwen--Qwen2.5-7B-Instruct"] != "weights" || n.Labels["warmd.io/warm"] != "false" {
 		t.Errorf("evicted image not reflected: %v", n.Labels)
 	}
-	if hasTaint(n, readiness.TaintCold) {
+	if hasTaint(n, nodelabels.TaintCold) {
 		t.Error("startup taint came back on a node that was warm once")
 	}
 	if n.Labels["team"] != "ml" {

@@ -13,7 +13,7 @@ import (
 
 	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/model"
-	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 )
 
@@ -47,7 +47,7 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 	var rows []ClusterRow
 	for i := range nodes {
 		n := &nodes[i]
-		sku := n.Labels[nvml.LabelSKU]
+		sku := n.Labels[nodelabels.LabelSKU]
 		if f.SKU != "" && sku != f.SKU {
 			continue
 		}
@@ -76,7 +76,7 @@ func ClusterRows(nodes []corev1.Node, f ClusterFilter) []ClusterRow {
 			if f.Model != "" && m != f.Model && keyOf[m] != model.LabelPrefix+f.Model {
 				continue
 			}
-			r := ClusterRow{Model: m, Node: n.Name, SKU: sku, NodeWarm: n.Labels[readiness.LabelWarm] == "true"}
+			r := ClusterRow{Model: m, Node: n.Name, SKU: sku, NodeWarm: n.Labels[nodelabels.LabelWarm] == "true"}
 			r.State = info.States[keyOf[m]]
 			if st, ok := status.Models[m]; ok {
 				if r.State == "" {

@@ -11,6 +11,7 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cli"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
 )
@@ -70,7 +71,7 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 	}
 	for _, n := range names {
 		m := r.Models[n]
-		if m.State != readiness.StateWarm && m.State != readiness.StateFailed && len(m.Missing) > 0 {
+		if m.State != nodelabels.StateWarm && m.State != nodelabels.StateFailed && len(m.Missing) > 0 {
 			fmt.Fprintf(w, "  %s needs: %s\n", n, strings.Join(m.Missing, "; "))
 		}
 	}

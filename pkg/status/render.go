@@ -16,6 +16,7 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/daemon/daemonstatus"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
@@ -74,7 +75,7 @@ func Render(w io.Writer, st *api.RawStatus, now time.Time, o Options) error {
 	if r, ok, _ := readiness.Section.Decode(st.Sections); ok {
 		warm := 0
 		for _, m := range r.Models {
-			if m.State == readiness.StateWarm {
+			if m.State == nodelabels.StateWarm {
 				warm++
 			}
 		}

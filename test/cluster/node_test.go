@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/testenv/cluster"
-	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/nodelabels"
 )
 
 // TestNodeRunsPods checks the cluster itself, with no warmd: the Node registered with the startup
@@ -26,8 +26,8 @@ func TestNodeRunsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasTaint(n, readiness.TaintCold) {
-		t.Errorf("Node %s registered without the startup taint %s: %v", c.Node, readiness.TaintCold, n.Spec.Taints)
+	if !hasTaint(n, nodelabels.TaintCold) {
+		t.Errorf("Node %s registered without the startup taint %s: %v", c.Node, nodelabels.TaintCold, n.Spec.Taints)
 	}
 	t.Logf("Node %s: kubelet %s, %s, %s, taints %v", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion,
 		n.Status.NodeInfo.OSImage, n.Spec.Taints)
@@ -41,7 +41,7 @@ func TestNodeRunsPods(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-smoke", Namespace: "default", Labels: map[string]string{"app.kubernetes.io/name": "node-smoke"}},
 		Spec: corev1.PodSpec{
-			Tolerations: []corev1.Toleration{{Key: readiness.TaintCold, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Tolerations: []corev1.Toleration{{Key: nodelabels.TaintCold, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			Containers: []corev1.Container{{
 				Name: "smoke", Image: image, Args: []string{"--model", "/replay", "--speed", "1000"},
 				// The replayed log is the only "weight" file here; its sum is checked like a model's.

@@ -23,10 +23,10 @@ import (
 	"warmd.io/warmd/internal/testenv/cluster"
 	"warmd.io/warmd/pkg/api"
 	modelid "warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/readiness"
 )
 
 const vllmNS = "default"
@@ -205,8 +205,8 @@ func (e *e2e) vllmPendingWhileCold(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != readiness.TaintCold {
-		t.Errorf("the node's taints are %v; want only the startup taint %s", n.Spec.Taints, readiness.TaintCold)
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != nodelabels.TaintCold {
+		t.Errorf("the node's taints are %v; want only the startup taint %s", n.Spec.Taints, nodelabels.TaintCold)
 	}
 	ev, _ := events(ctx, e.c, vllmNS, "Pod", pod)
 	for _, x := range ev {
@@ -224,9 +224,9 @@ func (e *e2e) publishesOwnNode(ctx context.Context, t *testing.T) {
 		if n, err = e.node(ctx); err != nil {
 			return false, err
 		}
-		cond := condition(n, readiness.ConditionType)
+		cond := condition(n, nodelabels.ConditionType)
 		_, hasModel := n.Labels[key]
-		_, hasWarm := n.Labels[readiness.LabelWarm]
+		_, hasWarm := n.Labels[nodelabels.LabelWarm]
 		if cond == nil || !hasModel || !hasWarm {
 			return false, fmt.Errorf("labels %v, condition %v", n.Labels, cond)
 		}
@@ -235,16 +235,16 @@ func (e *e2e) publishesOwnNode(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatalf("Node %s: %v", e.c.Node, err)
 	}
-	cond := condition(n, readiness.ConditionType)
-	t.Logf("Node %s: %s=%s %s=%s, condition %s=%s (%s: %s)", n.Name, key, n.Labels[key], readiness.LabelWarm, n.Labels[readiness.LabelWarm],
+	cond := condition(n, nodelabels.ConditionType)
+	t.Logf("Node %s: %s=%s %s=%s, condition %s=%s (%s: %s)", n.Name, key, n.Labels[key], nodelabels.LabelWarm, n.Labels[nodelabels.LabelWarm],
 		cond.Type, cond.Status, cond.Reason, cond.Message)
 	// The model is not in S3 yet: nothing may claim warmth, and the startup taint stays.
-	if n.Labels[key] == "warm" || n.Labels[readiness.LabelWarm] == "true" || cond.Status == corev1.ConditionTrue {
+	if n.Labels[key] == "warm" || n.Labels[nodelabels.LabelWarm] == "true" || cond.Status == corev1.ConditionTrue {
 		t.Errorf("the model is not in S3 yet, but the Node says warm: %s=%s %s=%s %s=%s", key, n.Labels[key],
-			readiness.LabelWarm, n.Labels[readiness.LabelWarm], cond.Type, cond.Status)
+			nodelabels.LabelWarm, n.Labels[nodelabels.LabelWarm], cond.Type, cond.Status)
 	}
-	if !hasTaint(n, readiness.TaintCold) {
-		t.Errorf("the startup taint %s is gone while the node is cold: %v", readiness.TaintCold, n.Spec.Taints)
+	if !hasTaint(n, nodelabels.TaintCold) {
+		t.Errorf("the startup taint %s is gone while the node is cold: %v", nodelabels.TaintCold, n.Spec.Taints)
 	}
 	// The writes came from warmd's pod-bound ServiceAccount token (the admission policy's node name).
 	claims := e.tokenClaims(ctx, t)
@@ -352,8 +352,8 @@ func (e *e2e) warmAndUntainted(ctx context.Context, t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		cond := condition(n, readiness.ConditionType)
-		if n.Labels[key] != "warm" || cond == nil || cond.Status != corev1.ConditionTrue || hasTaint(n, readiness.TaintCold) {
+		cond := condition(n, nodelabels.ConditionType)
+		if n.Labels[key] != "warm" || cond == nil || cond.Status != corev1.ConditionTrue || hasTaint(n, nodelabels.TaintCold) {
 			return false, fmt.Errorf("%s=%q condition %v taints %v", key, n.Labels[key], cond, n.Spec.Taints)
 		}
 		return true, nil

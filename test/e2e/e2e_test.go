@@ -35,11 +35,12 @@ import (
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/extender"
 	modelid "warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/predict"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/readiness/predict"
 )
 
 const model = "Qwen/Qwen2.5-7B-Instruct" // the model the replayed vLLM logs serve
@@ -277,7 +278,7 @@ func predicted(t *testing.T, kenv *kubeenv.Env, ctx context.Context, name string
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := predict.ParseAnnotation(n.Annotations[predict.AnnotationKey])
+	p, err := predict.ParseAnnotation(n.Annotations[nodelabels.AnnotationPredicted])
 	if err != nil {
 		t.Fatalf("node %s: %v", name, err)
 	}

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/readiness"
 )
 
 func TestSecretsNeverReachStatusLogsOrTheNode(t *testing.T) {
@@ -84,11 +84,11 @@ func TestSecretsNeverReachStatusLogsOrTheNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := condition(n, readiness.ConditionType); c != nil && c.Reason == "ModelFailed" {
+		if c := condition(n, nodelabels.ConditionType); c != nil && c.Reason == "ModelFailed" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Node never got a ModelFailed %s condition: %+v\n%s", readiness.ConditionType, n.Status.Conditions, tail(d.Log(), 3000))
+			t.Fatalf("the Node never got a ModelFailed %s condition: %+v\n%s", nodelabels.ConditionType, n.Status.Conditions, tail(d.Log(), 3000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -101,7 +101,7 @@ func TestSecretsNeverReachStatusLogsOrTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventsJSON, _ := json.Marshal(events.Items)
-	cond := condition(n, readiness.ConditionType)
+	cond := condition(n, nodelabels.ConditionType)
 	for _, m := range models {
 		if !strings.Contains(cond.Message, m+" failed") {
 			t.Errorf("the condition does not say %s failed: %q", m, cond.Message)

@@ -31,11 +31,11 @@ import (
 
 	"warmd.io/warmd/pkg/compilekey"
 	"warmd.io/warmd/pkg/daemon"
-	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/vllm"
 )
 
 // Event reasons recorded on a Pod before its vLLM container starts.
@@ -296,7 +296,7 @@ func (p *Part) check(pod *corev1.Pod, images prefetch.ImagesStatus) bool {
 	}
 	cached, _ := p.table.cached()
 	v := compilekey.Compare(want, cached)
-	c := &Check{Pod: pod.Namespace + "/" + pod.Name, PodUID: uid, Container: ctr, Model: extender.PodModel(pod),
+	c := &Check{Pod: pod.Namespace + "/" + pod.Name, PodUID: uid, Container: ctr, Model: vllm.PodModel(pod),
 		Predicted: v.Outcome, Differs: v.Differs, Unknown: v.Unknown, Reason: v.Reason(), Checked: time.Now().UTC()}
 	p.pending[uid] = c
 	p.metrics.Checks.WithLabelValues(string(v.Outcome)).Inc()

@@ -14,6 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml/gonvmltest"
 )
@@ -100,10 +101,10 @@ func TestDetectMockSystems(t *testing.T) {
 			if got := labels["nvidia.com/gpu.product"]; tt.product != "" && got != strings.ReplaceAll(tt.product, " ", "-") {
 				t.Errorf("GFD product %q for %q", got, tt.product)
 			}
-			if tt.product == "" && labels[nvml.LabelProduct] != "mixed" {
-				t.Errorf("mixed node product label %q", labels[nvml.LabelProduct])
+			if tt.product == "" && labels[nodelabels.LabelProduct] != "mixed" {
+				t.Errorf("mixed node product label %q", labels[nodelabels.LabelProduct])
 			}
-			if got := labels[nvml.LabelComputeMajor] + "." + labels[nvml.LabelComputeMinor]; tt.cc != "" && got != tt.cc {
+			if got := labels[nodelabels.LabelComputeMajor] + "." + labels[nodelabels.LabelComputeMinor]; tt.cc != "" && got != tt.cc {
 				t.Errorf("compute labels %q, want %q", got, tt.cc)
 			}
 			if inv.MIGEnabled() != tt.mig || strings.Contains(inv.SKU, ".mig") != tt.mig {
@@ -112,8 +113,8 @@ func TestDetectMockSystems(t *testing.T) {
 			if tt.mig && len(inv.Devices[0].MIG.Devices) != tt.migCount {
 				t.Errorf("MIG devices %+v, want %d", inv.Devices[0].MIG.Devices, tt.migCount)
 			}
-			if inv.Clique != tt.clique || labels["nvidia.com/gpu.clique"] != tt.clique || labels[nvml.LabelClique] != tt.clique {
-				t.Errorf("clique %q (labels %q, %q), want %q", inv.Clique, labels["nvidia.com/gpu.clique"], labels[nvml.LabelClique], tt.clique)
+			if inv.Clique != tt.clique || labels["nvidia.com/gpu.clique"] != tt.clique || labels[nodelabels.LabelClique] != tt.clique {
+				t.Errorf("clique %q (labels %q, %q), want %q", inv.Clique, labels["nvidia.com/gpu.clique"], labels[nodelabels.LabelClique], tt.clique)
 			}
 			for _, d := range inv.Devices {
 				if d.UUID == "" || d.PCIBusID == "" || d.MemoryMiB == 0 || d.Architecture == "" {

@@ -21,7 +21,6 @@ import (
 
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
-	"warmd.io/warmd/pkg/nvml"
 )
 
 // Peers returns the base URLs (http://InternalIP:port) of up to k nodes other than self that the label
@@ -53,7 +52,7 @@ func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, 
 // answers 404 and the restore moves on; the bytes of one that does are verified against the origin's
 // digest, so a wrong claim costs a request, never a wrong file.
 func CompileCache(ctx context.Context, c kubernetes.Interface, sku, self, port string, k int) ([]string, error) {
-	sel := nvml.LabelSKU + "=" + nodelabels.Value(sku)
+	sel := nodelabels.LabelSKU + "=" + nodelabels.Value(sku)
 	return Peers(ctx, c, sel, self, port, k, "", func(n *corev1.Node) bool {
 		for key, v := range n.Labels {
 			if strings.HasPrefix(key, model.LabelPrefix) && v == "warm" {

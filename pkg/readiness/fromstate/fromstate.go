@@ -9,9 +9,9 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/predict"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/readiness/predict"
 	"warmd.io/warmd/pkg/state"
 )
 

@@ -12,9 +12,9 @@ import (
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/predict"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
-	"warmd.io/warmd/pkg/readiness/predict"
 	"warmd.io/warmd/pkg/state"
 )
 
@@ -60,7 +60,7 @@ func TestEverythingVerifiedIsWarmAndPredicted(t *testing.T) {
 	})
 	in := Input(snap, c, func(m config.Model) bool { return m.NodeSelector == nil })
 	states := readiness.Evaluate(in)
-	if len(states) != 1 || states[0].Name != "org/a" || states[0].State != readiness.StateWarm {
+	if len(states) != 1 || states[0].Name != "org/a" || states[0].State != nodelabels.StateWarm {
 		t.Fatalf("states = %+v, want org/a warm and org/b not wanted", states)
 	}
 	if in.SKU != sku || !in.CompileCacheEnabled || in.IdentityLabels["warmd.io/gpu.product"] == "" {
@@ -87,21 +87,21 @@ func TestFailuresAndGapsAreNotWarm(t *testing.T) {
 	tests := []struct {
 		name     string
 		sections map[string]any
-		want     readiness.State
+		want     nodelabels.State
 		reason   string
 	}{
-		{"nothing yet", map[string]any{nvml.Section.Name(): gpu()}, readiness.StateCold, ""},
+		{"nothing yet", map[string]any{nvml.Section.Name(): gpu()}, nodelabels.StateCold, ""},
 		{"image failed", map[string]any{nvml.Section.Name(): gpu(), prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
 			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateFailed, Reason: "not found"}}}},
-			readiness.StateFailed, "the image is not in the registry"},
+			nodelabels.StateFailed, "the image is not in the registry"},
 		{"weights of another revision", map[string]any{nvml.Section.Name(): gpu(), prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{
-			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, readiness.StateCold, ""},
+			{Model: "org/a", Revision: "old", State: prefetch.StateReady, SnapshotPath: "/w/old"}}}}, nodelabels.StateCold, ""},
 		{"cache of another SKU", map[string]any{nvml.Section.Name(): gpu(),
 			prefetch.ImagesSection.Name():  prefetch.ImagesStatus{Images: []prefetch.ImageStatus{{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: true}}},
 			prefetch.WeightsSection.Name(): prefetch.WeightsStatus{Models: []prefetch.ModelStatus{{Model: "org/a", Revision: "main", State: prefetch.StateReady, SnapshotPath: "/w/s"}}},
-			cache.Section.Name():           cache.Status{State: cache.StateReady, SKU: "other"}}, readiness.StateWeights, ""},
+			cache.Section.Name():           cache.Status{State: cache.StateReady, SKU: "other"}}, nodelabels.StateWeights, ""},
 		{"unpinned image", map[string]any{nvml.Section.Name(): gpu(), prefetch.ImagesSection.Name(): prefetch.ImagesStatus{Images: []prefetch.ImageStatus{
-			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: false}}}}, readiness.StateCold, ""},
+			{Ref: "reg.local/vllm:1", Models: []string{"org/a"}, State: prefetch.StateReady, Digest: "sha256:aa", Pinned: false}}}}, nodelabels.StateCold, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestNoGPUNeedsNoCompileCache(t *testing.T) {
 		t.Fatalf("a node without a cacheable SKU must not wait for compile caches: %+v", in)
 	}
 	for _, s := range readiness.Evaluate(in) {
-		if s.Name == "org/a" && s.State != readiness.StateWarm {
+		if s.Name == "org/a" && s.State != nodelabels.StateWarm {
 			t.Errorf("org/a = %+v, want warm", s)
 		}
 	}

@@ -3,7 +3,7 @@
 // Phase means follow the seed table's 7B split (defaults.go) scaled per model and SKU; every phase gets
 // log-normal noise (σ≈0.12), one start in twenty has one phase doubled (a noisy neighbour), each node
 // has its own disk and network speed, and an upgrade now and then brings a new image and a cache miss.
-// It is deterministic (fixed seed): `go run ./pkg/readiness/predict/testdata/genhistory > pkg/readiness/predict/testdata/history.jsonl`.
+// It is deterministic (fixed seed): `go run ./pkg/predict/testdata/genhistory > pkg/predict/testdata/history.jsonl`.
 package main
 
 import (

@@ -1,6 +1,7 @@
-package extender
+package vllm
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,5 +41,41 @@ func TestPodModel(t *testing.T) {
 	}
 	if PodModel(nil) != "" {
 		t.Error("nil pod has a model")
+	}
+}
+
+// TestFind checks the one command-line reader on the shapes pod specs carry: where the invocation
+// starts, where its shell command ends, and which words are its arguments.
+func TestFind(t *testing.T) {
+	tests := []struct {
+		name  string
+		argv  []string
+		image string
+		ok    bool
+		model string
+		args  []string
+	}{
+		{"vllm serve", []string{"vllm", "serve", "org/m", "--port", "8000"}, "python:3.12", true, "org/m", []string{"--port", "8000"}},
+		{"full path to vllm", []string{"/opt/venv/bin/vllm", "serve", "org/m"}, "", true, "org/m", []string{}},
+		{"api_server module", []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model=org/m", "-tp", "2"}, "", true, "org/m", []string{"--model=org/m", "-tp", "2"}},
+		{"sh -c ends at &&", []string{"sh", "-c", "pip list; vllm serve \"org/m\" --dtype auto && echo done"}, "", true, "org/m", []string{"--dtype", "auto"}},
+		{"quoted json stays one word", []string{"sh", "-c", `vllm serve m -O '{"level": 3}'`}, "", true, "m", []string{"-O", `{"level": 3}`}},
+		{"args to a vLLM image's entrypoint", []string{"--model", "org/m", "--port", "8000"}, "docker.io/vllm/vllm-openai:v0.11.0", true, "org/m", []string{"--model", "org/m", "--port", "8000"}},
+		{"serve as args to a vLLM image", []string{"serve", "org/m"}, "vllm/vllm-openai", true, "org/m", []string{}},
+		{"flags only, not a vLLM image", []string{"--model", "org/m"}, "nginx", false, "", nil},
+		{"serve without vllm before it", []string{"python", "app.py", "serve", "org/m"}, "", false, "", nil},
+		{"vLLM image without a model", []string{"--port", "8000"}, "vllm/vllm-openai", true, "", []string{"--port", "8000"}},
+		{"positional wins over --model", []string{"vllm", "serve", "org/a", "--model", "org/b"}, "", true, "org/a", []string{"--model", "org/b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, ok := Find(tt.argv, tt.image)
+			if ok != tt.ok || inv.Model != tt.model {
+				t.Fatalf("Find = %+v, %v; want model %q, %v", inv, ok, tt.model, tt.ok)
+			}
+			if ok && strings.Join(inv.Args, "\x00") != strings.Join(tt.args, "\x00") {
+				t.Errorf("Args = %q, want %q", inv.Args, tt.args)
+			}
+		})
 	}
 }

@@ -6,10 +6,9 @@ import (
 	"math"
 	"slices"
 	"strings"
-)
 
-// AnnotationKey is the Node annotation holding compact predictions: JSON {model: seconds}.
-const AnnotationKey = "warmd.io/predicted-ready"
+	"warmd.io/warmd/pkg/nodelabels"
+)
 
 // DefaultAnnotationCap bounds the annotation in bytes so many models cannot grow the Node object.
 const DefaultAnnotationCap = 2048
@@ -33,7 +32,7 @@ func Annotation(preds []Prediction, maxBytes int) (string, error) {
 	for {
 		b, err := json.Marshal(m) // encoding/json sorts map keys
 		if err != nil {
-			return "", fmt.Errorf("encode %s: %w", AnnotationKey, err)
+			return "", fmt.Errorf("encode %s: %w", nodelabels.AnnotationPredicted, err)
 		}
 		if len(b) <= maxBytes || len(m) == 0 {
 			return string(b), nil
@@ -65,11 +64,11 @@ func ParseAnnotation(v string) (map[string]float64, error) {
 	}
 	var m map[string]float64
 	if err := json.Unmarshal([]byte(v), &m); err != nil {
-		return nil, fmt.Errorf("annotation %s is not a JSON object of model → seconds (%w); it is written by warmd, check the node's warmd version", AnnotationKey, err)
+		return nil, fmt.Errorf("annotation %s is not a JSON object of model → seconds (%w); it is written by warmd, check the node's warmd version", nodelabels.AnnotationPredicted, err)
 	}
 	for k, s := range m {
 		if s < 0 || math.IsNaN(s) {
-			return nil, fmt.Errorf("annotation %s: model %q has negative seconds %v", AnnotationKey, k, s)
+			return nil, fmt.Errorf("annotation %s: model %q has negative seconds %v", nodelabels.AnnotationPredicted, k, s)
 		}
 	}
 	return m, nil

@@ -294,7 +294,7 @@ func loadHistory(t *testing.T) []Start {
 }
 
 // TestLeaveOneOut measures the predictor on the recorded histories and prints the figure
-// (go test -run LeaveOneOut -v ./pkg/readiness/predict/). History must beat the defaults clearly.
+// (go test -run LeaveOneOut -v ./pkg/predict/). History must beat the defaults clearly.
 func TestLeaveOneOut(t *testing.T) {
 	h := loadHistory(t)
 	ev := LeaveOneOut(h)

@@ -13,7 +13,7 @@ import (
 // realLogs are other people's vLLM logs kept by pkg/phases (its testdata/README names each source).
 func realLogs(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../../phases/testdata/real-*.log")
+	files, err := filepath.Glob("../phases/testdata/real-*.log")
 	if err != nil || len(files) < 10 {
 		t.Fatalf("real logs: %v %v", files, err)
 	}
@@ -21,7 +21,7 @@ func realLogs(t *testing.T) []string {
 }
 
 // TestLeaveOneOutRealLogs measures the predictor on the real starts pkg/phases keeps: every one that
-// became ready is predicted from the others (go test -run LeaveOneOutRealLogs -v ./pkg/readiness/predict/).
+// became ready is predicted from the others (go test -run LeaveOneOutRealLogs -v ./pkg/predict/).
 // They come from different machines, models and vLLM versions, so this is the error of a node whose
 // history holds nothing of its own model or GPU: the figure docs/signals.md states.
 func TestLeaveOneOutRealLogs(t *testing.T) {
@@ -61,7 +61,7 @@ func TestLeaveOneOutRealLogs(t *testing.T) {
 // a change to the predictor, the parser or the fixtures must update it.
 func docHas(t *testing.T, figure string) {
 	t.Helper()
-	b, err := os.ReadFile("../../../docs/signals.md")
+	b, err := os.ReadFile("../../docs/signals.md")
 	if err != nil {
 		t.Fatal(err)
 	}

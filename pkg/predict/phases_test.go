@@ -12,7 +12,7 @@ import (
 // the parser's output is this package's input, end to end.
 func TestFromRecordSeedLogs(t *testing.T) {
 	parse := func(name string) phases.Result {
-		f, err := os.Open("../../phases/testdata/" + name)
+		f, err := os.Open("../phases/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
