@@ -139,7 +139,8 @@ type Weights struct {
 	// the rate of buffered writes plus fsync). The page cache then holds none of the model; the
 	// pre-warm (prewarm) reads it in while a vLLM pod for it starts, so the loader still reads memory.
 	//
-	// keep writes through the page cache (then fsyncs before publishing, as bypass does): the model
+	// keep writes through the page cache, starting each finished chunk's writeback at once
+	// (sync_file_range) and fsyncing before publishing, as bypass does: the model
 	// stays cached as copiers such as s5cmd leave it, so a loader started right after the prefetch,
 	// with no pod start to overlap a pre-warm with, reads memory rather than disk. It costs the
 	// eviction of other cached data and a slower durable write; use it on nodes that load a model as

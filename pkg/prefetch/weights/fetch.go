@@ -252,6 +252,16 @@ func (f *fetch) preallocate() error {
 	return nil
 }
 
+// startWriteback asks the kernel to start writing a finished chunk's dirty pages now
+// (sync_file_range SYNC_FILE_RANGE_WRITE, which does not wait for them), so buffered writes reach the
+// disk while later chunks still download instead of piling up as dirty memory that throttles the
+// writers and leaves the whole model for the fsync before publishing. The pages stay cached: this
+// is what makes weights.pageCache=keep as durable as O_DIRECT and leaves the model in memory. A
+// filesystem without it (EINVAL, ENOSYS) loses only the head start.
+func startWriteback(fh *os.File, off, n int64) {
+	_ = unix.SyncFileRange(int(fh.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 func fallocate(fh *os.File, size int64) error {
 	if size == 0 {
 		return fh.Truncate(0)
@@ -341,6 +351,9 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 			var crc string
 			if cw.crc != nil {
 				crc = hex.EncodeToString(cw.crc.Sum(nil))
+			}
+			if sf.direct == nil {
+				startWriteback(sf.fh, t.off, t.n)
 			}
 			return f.j.chunkDone(t.file, t.chunk, crc)
 		}
