@@ -24,6 +24,7 @@ import (
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/phases/follow"
 	"warmd.io/warmd/pkg/phases/follow/kube"
+	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
 	peersrc "warmd.io/warmd/pkg/prefetch/weights/source/peer"
@@ -70,7 +71,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 
 	// 3b. The peer server: what the weights part reports verified and published, served to other
 	// warmd pods with TokenReview-checked tokens (nil unless peers.enabled).
-	ps, err := serve.NewPart(d, serve.PartOptions{})
+	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), OpenBundles: cache.OpenKept})
 	if err != nil {
 		return daemon.Assembly{}, err
 	}

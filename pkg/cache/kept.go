@@ -41,9 +41,6 @@ func OpenKept(dataDir string) (*fsroot.Root, error) {
 	return base.Sub(keptRel)
 }
 
-// ValidDigest reports whether s can name a bundle: exactly 64 lowercase hex digits.
-func ValidDigest(s string) bool { return validSHA256(s) }
-
 // openKept opens the manager's kept dir and removes temp files an interrupted write left there.
 func (m *Manager) openKept() error {
 	if err := m.r.base.MkdirAll(keptRel, 0o755); err != nil {

@@ -143,7 +143,7 @@ func (n *ccNode) compile(t *testing.T) (map[string]string, int64) {
 // serve runs n's peer server part (as the daemon would) until the test ends.
 func (n *ccNode) serve(t *testing.T, w *ccWorld) {
 	t.Helper()
-	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: state.New(time.Now), Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{})
+	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: state.New(time.Now), Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{OpenBundles: cache.OpenKept})
 	if err != nil || p == nil {
 		t.Fatalf("peer part: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"warmd.io/warmd/pkg/cache/bundle"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/peer"
 )
 
 // Share is the bucket side of one SKU:
@@ -154,17 +155,7 @@ func (s *Share) ReadManifest(ctx context.Context, component, sha string) (*bundl
 }
 
 // validSHA256 accepts a lowercase hex sha256, the only thing a bundle may be named.
-func validSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
+func validSHA256(s string) bool { return peer.ValidDigest(s) }
 
 // Publish adds entries to the index (those already present are skipped) and returns the index
 // generation that holds them all.

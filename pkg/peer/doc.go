@@ -28,6 +28,20 @@ func WeightsURL(base, model, revision, file string) string {
 // asked for by the identity the origin gave it and nothing else.
 const BundlePath = "/v1/bundles/sha256/"
 
+// ValidDigest reports whether s can name a bundle in a URL: exactly 64 lowercase hex digits, so it
+// is one safe path element and nothing else can be asked for.
+func ValidDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // BundleURL is the URL of the compile-cache bundle with digest sha on the peer at base.
 func BundleURL(base, sha string) string { return base + BundlePath + sha }
 

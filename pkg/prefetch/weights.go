@@ -147,6 +147,22 @@ type FileVerification struct {
 	Streamed bool `json:"streamed,omitempty"`
 }
 
+// PublishedIn returns whether, in store's weights section now, model at revision is verified and
+// published: the question the peer server asks before it serves a file of it.
+func PublishedIn(store *state.Store) func(model, revision string) bool {
+	return func(model, revision string) bool {
+		if store == nil {
+			return false
+		}
+		ws, ok := WeightsSection.Get(store)
+		if !ok {
+			return false
+		}
+		ms, ok := ws.Model(model)
+		return ok && ms.Verified(model, revision)
+	}
+}
+
 // WeightsSection is the weights part's section of the node state.
 var WeightsSection = state.NewKey[WeightsStatus]("weights")
 

@@ -23,6 +23,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/vllm"
@@ -303,13 +304,13 @@ func (p *Part) reconcile(ctx context.Context, pods []*corev1.Pod) {
 // reconcile: the weights part may publish it while the pod still starts.
 func (p *Part) start(ctx context.Context, m config.Model, pod *corev1.Pod) {
 	r := Run{Model: m.Name, Revision: m.Revision, Pod: pod.Namespace + "/" + pod.Name, Started: time.Now().UTC()}
-	snap, err := SnapshotDir(m.Name, m.Revision)
+	snap, err := hfcache.SnapshotDir(m.Name, m.Revision)
 	if err != nil {
 		p.end(r, pod.UID, OutcomeFailed, err.Error())
 		return
 	}
-	files, err := List(p.root, snap)
-	if errors.Is(err, ErrNotPublished) {
+	files, err := hfcache.List(p.root, snap)
+	if errors.Is(err, hfcache.ErrNotPublished) {
 		p.log.Debug("pod starts before its model is published; waiting", "model", m.Name, "pod", r.Pod)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 )
 
 const mib = 1 << 20
@@ -108,7 +109,7 @@ func open(t *testing.T, dir string) *fsroot.Root {
 
 func snapshot(t *testing.T) fsroot.Path {
 	t.Helper()
-	p, err := SnapshotDir("org/m", "main")
+	p, err := hfcache.SnapshotDir("org/m", "main")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,10 +214,10 @@ func TestListRefusesLinksOutOfBlobs(t *testing.T) {
 
 func TestNotPublished(t *testing.T) {
 	_, err := Warm(context.Background(), open(t, t.TempDir()), snapshot(t), 1<<40, nil)
-	if !errors.Is(err, ErrNotPublished) {
-		t.Fatalf("Warm of a missing snapshot: %v, want ErrNotPublished", err)
+	if !errors.Is(err, hfcache.ErrNotPublished) {
+		t.Fatalf("Warm of a missing snapshot: %v, want hfcache.ErrNotPublished", err)
 	}
-	if _, err := SnapshotDir("org/m", "../x"); err == nil {
+	if _, err := hfcache.SnapshotDir("org/m", "../x"); err == nil {
 		t.Fatal("SnapshotDir accepted a revision with a slash")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/prewarm"
 )
 
@@ -67,7 +68,7 @@ func logf(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench-prewarm: "
 
 func run(dataDir string, shards int, shard int64, rounds int, maxBytes int64, pct int) error {
 	cacheRoot := filepath.Join(dataDir, "weights")
-	snap, err := prewarm.SnapshotDir(modelName, revision)
+	snap, err := hfcache.SnapshotDir(modelName, revision)
 	if err != nil {
 		return err
 	}

@@ -7,18 +7,17 @@ import (
 	"strconv"
 	"time"
 
-	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/peer"
 )
 
 // serveBundle answers GET and HEAD of peer.BundlePath + digest, for a caller already authenticated:
-// the compile-cache bundle the node verified and kept under that digest (cache.KeptDir), with Range
+// the compile-cache bundle the node verified and kept under that digest (the cache part's kept dir), with Range
 // support and the shared upload cap. The digest must be exactly 64 lowercase hex digits (400
 // otherwise); it is then the only name looked up, so a temp file (".bundle.warmd-tmp-…") or anything
 // but a regular file under the digest is never served (404).
 func (h *Handler) serveBundle(w http.ResponseWriter, r *http.Request, digest string) {
-	if !cache.ValidDigest(digest) {
+	if !peer.ValidDigest(digest) {
 		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "bundle digest: not 64 lowercase hex digits")
 		return
 	}

@@ -12,19 +12,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/peer/auth"
-	"warmd.io/warmd/pkg/prefetch"
-	"warmd.io/warmd/pkg/state"
 )
 
-// PartOptions adjust the part; the zero value is what the daemon runs.
+// PartOptions are what the part needs from the parts whose files it serves, declared here so the
+// peer tree imports none of them (the daemon's assembly passes prefetch.PublishedIn and
+// cache.OpenKept).
 type PartOptions struct {
 	// Auth overrides the TokenReview checker built from the config and the daemon's API client.
 	Auth Checker
+	// Published reports whether the weights part has model at revision verified and published now;
+	// nil: no weight file is served.
+	Published func(model, revision string) bool
+	// OpenBundles opens the dir of compile-cache bundles the cache part verified and kept, by
+	// digest, under the data dir; nil: no bundle is served.
+	OpenBundles func(dataDir string) (*fsroot.Root, error)
 }
 
 // Part runs the peer server on peers.listen for the daemon.
@@ -42,8 +47,8 @@ type Part struct {
 
 var _ daemon.Part = (*Part)(nil)
 
-// NewPart builds the part, or returns nil (and no error) when peers are not enabled. It reads what is
-// published from the weights section of the state store, so it sits after the weights part.
+// NewPart builds the part, or returns nil (and no error) when peers are not enabled. opts.Published
+// reads what is published from the weights part's state, so the part sits after the weights part.
 func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	cfg := d.Config
 	if !cfg.Peers.Enabled {
@@ -72,11 +77,16 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer server: weights cache root: %w", err)
 	}
-	// Compile-cache bundles the cache part verified and kept (cache.KeptDir), by digest.
-	bundles, err := cache.OpenKept(cfg.DataDir)
-	if err != nil {
-		root.Close()
-		return nil, fmt.Errorf("peer server: %w", err)
+	var bundles *fsroot.Root
+	if opts.OpenBundles != nil {
+		if bundles, err = opts.OpenBundles(cfg.DataDir); err != nil {
+			root.Close()
+			return nil, fmt.Errorf("peer server: %w", err)
+		}
+	}
+	pub := opts.Published
+	if pub == nil {
+		pub = func(string, string) bool { return false }
 	}
 	var m *metrics.Peers
 	if d.Metrics != nil && d.Metrics.Peers != nil {
@@ -84,25 +94,10 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	} else {
 		m = metrics.New(prometheus.NewRegistry()).Peers
 	}
-	store := d.Store
 	h := New(Options{Auth: opts.Auth, Root: root, Bundles: bundles, UploadLimit: cfg.Peers.UploadLimit.Value(),
-		ServeSlots: cfg.Peers.ServeSlots, Metrics: m,
-		Log: log.With("part", "peers"), Published: func(model, revision string) bool { return published(store, model, revision) }})
+		ServeSlots: cfg.Peers.ServeSlots, Metrics: m, Log: log.With("part", "peers"), Published: pub})
 	return &Part{log: log.With("part", "peers"), addr: cfg.Peers.Listen, handler: h, root: root, bundles: bundles,
 		ready: errors.New("peer server not listening yet")}, nil
-}
-
-// published reports whether the weights part says model at revision is verified and published.
-func published(store *state.Store, model, revision string) bool {
-	if store == nil {
-		return false
-	}
-	ws, ok := prefetch.WeightsSection.Get(store)
-	if !ok {
-		return false
-	}
-	ms, ok := ws.Model(model)
-	return ok && ms.Verified(model, revision)
 }
 
 // Name implements daemon.Part.
@@ -125,7 +120,9 @@ func (p *Part) Addr() string {
 // Run implements daemon.Part: it serves until ctx ends, then gives responses in flight 5s.
 func (p *Part) Run(ctx context.Context) error {
 	defer p.root.Close()
-	defer p.bundles.Close()
+	if p.bundles != nil {
+		defer p.bundles.Close()
+	}
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("peer server: listen on %s (peers.listen): %w", p.addr, err)

@@ -20,11 +20,11 @@ import (
 	"golang.org/x/time/rate"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/auth"
-	"warmd.io/warmd/pkg/prewarm"
 )
 
 // Checker decides whether a bearer token may read (auth.Reviewer in the daemon).
@@ -151,12 +151,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "model revision not published here")
 		return
 	}
-	snap, err := prewarm.SnapshotDir(name, rev)
+	snap, err := hfcache.SnapshotDir(name, rev)
 	if err != nil {
 		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
 		return
 	}
-	blob, err := prewarm.Blob(h.opts.Root, snap, fp)
+	blob, err := hfcache.Blob(h.opts.Root, snap, fp)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			h.opts.Log.Warn("peer request: published file unusable", "model", name, "file", file, "err", err)

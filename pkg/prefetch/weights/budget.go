@@ -11,6 +11,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -66,11 +67,11 @@ func (e *Engine) UsedBytes() int64 {
 	var n int64
 	entries, _ := e.cache.ReadDir(fsroot.Path{})
 	for _, d := range entries {
-		if !strings.HasPrefix(d.Name(), "models--") || !d.IsDir() {
+		if !strings.HasPrefix(d.Name(), hfcache.DirPrefix) || !d.IsDir() {
 			continue
 		}
-		if p, err := fsroot.Join(d.Name(), "blobs"); err == nil {
-			n += e.dirBytes(p)
+		if p, err := fsroot.ParsePath(d.Name()); err == nil {
+			n += e.dirBytes(hfcache.Blobs(p))
 		}
 	}
 	return n

@@ -33,6 +33,7 @@ import (
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/state"
@@ -252,10 +253,10 @@ type modelPaths struct {
 	record  fsroot.Path // below the records root: models--org--name.json
 }
 
-func (mp modelPaths) blobs() fsroot.Path     { return mp.dir.Join(fsroot.MustPath("blobs")) }
-func (mp modelPaths) snapshots() fsroot.Path { return mp.dir.Join(fsroot.MustPath("snapshots")) }
-func (mp modelPaths) snapshot() fsroot.Path  { return mp.snapshots().Join(mp.rev) }
-func (mp modelPaths) ref() fsroot.Path       { return mp.dir.Join(fsroot.MustPath("refs")).Join(mp.rev) }
+func (mp modelPaths) blobs() fsroot.Path     { return hfcache.Blobs(mp.dir) }
+func (mp modelPaths) snapshots() fsroot.Path { return hfcache.Snapshots(mp.dir) }
+func (mp modelPaths) snapshot() fsroot.Path  { return hfcache.Snapshot(mp.dir, mp.rev) }
+func (mp modelPaths) ref() fsroot.Path       { return hfcache.Ref(mp.dir, mp.rev) }
 
 // pathsFor validates a model name and revision itself — whoever called (config validation is one
 // caller, not the only one) — and returns where they live. A revision is one path component: an
@@ -269,7 +270,7 @@ func pathsFor(name, revision string) (modelPaths, error) {
 		return modelPaths{}, fmt.Errorf("model %s: %w (fix the model's revision in the config)", name, err)
 	}
 	mp := modelPaths{name: name}
-	if mp.dir, err = fsroot.ParsePath(dir); err != nil {
+	if mp.dir, err = hfcache.ModelDir(name); err != nil {
 		return modelPaths{}, fmt.Errorf("model %s: %w", name, err)
 	}
 	if mp.rev, err = (fsroot.Path{}).Child(revision); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -112,7 +113,7 @@ func (f *fetch) publish() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	mp := f.mp
-	for _, d := range []fsroot.Path{mp.blobs(), mp.snapshots(), mp.dir.Join(fsroot.MustPath("refs"))} {
+	for _, d := range []fsroot.Path{mp.blobs(), mp.snapshots(), mp.dir.Join(fsroot.MustPath(hfcache.RefsDir))} {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return diskErr(err)
 		}

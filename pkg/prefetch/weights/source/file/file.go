@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights/source"
@@ -54,9 +55,9 @@ func New(u string) (*Source, error) {
 		return nil, fmt.Errorf("weights source %s: %s is not a directory", s, resolved)
 	}
 	s.root = resolved
-	if snaps := filepath.Dir(resolved); filepath.Base(snaps) == "snapshots" && strings.HasPrefix(filepath.Base(filepath.Dir(snaps)), "models--") {
+	if dir, rel, ok := hfcache.IsSnapshotDir(filepath.ToSlash(resolved)); ok {
 		// A Hugging Face cache snapshot: its links point into the repo dir's blobs/.
-		s.root, s.base = filepath.Dir(snaps), "snapshots/"+filepath.Base(resolved)
+		s.root, s.base = filepath.FromSlash(dir), rel
 	}
 	return s, nil
 }

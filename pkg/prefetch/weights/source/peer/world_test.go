@@ -175,7 +175,7 @@ func (n *node) label(t *testing.T, w *world, value string) {
 // serve runs n's peer server part (as the daemon would) until the test ends.
 func (n *node) serve(t *testing.T, w *world) *serve.Part {
 	t.Helper()
-	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{})
+	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{Published: prefetch.PublishedIn(n.store)})
 	if err != nil || p == nil {
 		t.Fatalf("peer part: %v", err)
 	}
