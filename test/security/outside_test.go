@@ -156,7 +156,10 @@ func refused(t *testing.T, w *World, o outcome, want string, took time.Duration,
 // outsideWorld is a case's world and stub bucket holding a small loadable model under m/.
 func outsideWorld(t *testing.T) (*World, *Bucket, map[string][]byte) {
 	t.Helper()
-	w, b, files := outsideWorld(t)
+	w, b := NewWorld(t), StubBucket(t)
+	w.Env = append(w.Env, b.Env...)
+	files := SmallModel(t)
+	b.PutModel("m/", files)
 	return w, b, files
 }
 
