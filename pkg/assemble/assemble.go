@@ -70,7 +70,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	}
 
 	// 3b. The peer server: what the weights part reports verified and published, served to other
-	// warmd pods with TokenReview-checked tokens (nil unless peers.enabled).
+	// warmd pods with TokenReview-checked tokens (with peers.enabled off it listens on nothing).
 	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), OpenBundles: cache.OpenKept})
 	if err != nil {
 		return daemon.Assembly{}, err
@@ -110,9 +110,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	}
 
 	parts := []daemon.Part{d.Node, gpu, img, wts}
-	if ps != nil {
-		parts = append(parts, ps)
-	}
+	parts = append(parts, ps) // with peers.enabled off too, in the state "disabled"
 	parts = append(parts, cc) // with compileCache.disabled too, in the state "disabled"
 	if pw != nil {
 		parts = append(parts, pw)

@@ -35,8 +35,8 @@ func TestPartsInDataFlowOrder(t *testing.T) {
 		disabled bool
 		want     string
 	}{
-		{"compile caches on", false, "node gpu images weights cache phases readiness"},
-		{"compile caches off", true, "node gpu images weights cache phases readiness"},
+		{"compile caches on", false, "node gpu images weights peers cache phases readiness"},
+		{"compile caches off", true, "node gpu images weights peers cache phases readiness"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asm, err := Parts(deps(t, func(c *config.NodeConfig) { c.CompileCache.Disabled = tc.disabled }))
@@ -90,7 +90,7 @@ current-context: x
 		names = append(names, p.Name())
 	}
 	// With an API server the page-cache pre-warm runs too, between the caches and the phases.
-	if got, want := strings.Join(names, " "), "node gpu images weights cache prewarm phases compilekey readiness"; got != want {
+	if got, want := strings.Join(names, " "), "node gpu images weights peers cache prewarm phases compilekey readiness"; got != want {
 		t.Errorf("parts %q, want %q", got, want)
 	}
 	node, last := asm.Parts[0], asm.Parts[len(asm.Parts)-1]

@@ -31,8 +31,9 @@ type PartOptions struct {
 	RestoreInterval time.Duration
 	// Tick is how often the part checks the watch and the SKU. Default 1s.
 	Tick time.Duration
-	// Peers overrides the peer options built from peers.* and the API client (NewPeerOptions); with
-	// them, verified bundles are kept for peers and restores ask peers before the bucket.
+	// Peers overrides the peer options built from peers.* and the API client (NewPeerOptions, from
+	// the config each SKU tree opens with, so a reload that turns peers on reaches them); with them,
+	// verified bundles are kept for peers and restores ask peers before the bucket.
 	Peers *PeerOptions
 }
 
@@ -89,6 +90,7 @@ type ComponentStatus struct {
 // (the phases section), once each, to judge hits and count a start that compiled although its SKU's
 // cache had been restored (warmd_compile_cache_restored_but_missed_total).
 type Part struct {
+	deps  daemon.Deps // what NewPeerOptions builds from, with the current config
 	store *state.Store
 	m     *metrics.Cache
 	log   *slog.Logger
@@ -120,10 +122,7 @@ func NewPart(d daemon.Deps, o PartOptions) (*Part, error) {
 	if o.Tick <= 0 {
 		o.Tick = time.Second
 	}
-	if o.Peers == nil {
-		o.Peers = NewPeerOptions(d)
-	}
-	return &Part{cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
+	return &Part{deps: d, cfg: d.Config, store: d.Store, m: d.Metrics.Cache, log: d.Log.With("part", "cache"), o: o,
 		firstPass: errors.New("waiting for the GPU SKU key"), reconf: make(chan struct{}, 1)}, nil
 }
 
@@ -145,10 +144,10 @@ func (p *Part) config() *config.NodeConfig {
 	return p.cfg
 }
 
-// settings is what a running SKU tree was opened with (peers.enabled decides whether bundles are
-// kept and peers asked); a reload that changes it reopens the tree.
+// settings is what a running SKU tree was opened with (peers.* decide whether bundles are kept and
+// which peers are asked, how); a reload that changes it reopens the tree.
 func settings(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%+v|%+v|peers=%v", cfg.CompileCache, cfg.S3, cfg.Peers.Enabled)
+	return fmt.Sprintf("%+v|%+v|%+v", cfg.CompileCache, cfg.S3, cfg.Peers)
 }
 
 // Ready implements daemon.Part: nil once the part knows the SKU and either the SKU is not cacheable
@@ -220,7 +219,12 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 		// Bundles are kept only for peers: see Options.KeepBundles for why not by default.
 		KeepBundles: cfg.Peers.Enabled}
 	if cfg.Peers.Enabled {
-		o.Peers = p.o.Peers // nil without an API client: kept and served, fetched from the bucket
+		o.Peers = p.o.Peers
+		if o.Peers == nil {
+			d := p.deps
+			d.Config = cfg
+			o.Peers = NewPeerOptions(d) // nil without an API client: kept and served, fetched from the bucket
+		}
 	}
 	if cc.Remote != "" {
 		bucket, prefix, err := config.ParseS3URL(cc.Remote)

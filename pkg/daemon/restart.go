@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"reflect"
 	"strings"
 
 	"warmd.io/warmd/pkg/config"
@@ -21,8 +20,8 @@ type RestartSetting struct {
 }
 
 // RestartNeeded is the one list of settings an applied reload cannot reach. Issue 26 item 1 ends
-// the last two entries as pkg/prewarm ended its own: each part always exists, reports "disabled"
-// as a state, and applies the switch itself.
+// the last entries as pkg/prewarm and the peer server ended theirs: each part always exists,
+// reports "disabled" as a state, and applies the switch itself.
 var RestartNeeded = []RestartSetting{
 	{"readiness.disabled", "the API client (and every part that needs it) is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Disabled != n.Readiness.Disabled }},
@@ -30,8 +29,6 @@ var RestartNeeded = []RestartSetting{
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Kubeconfig != n.Readiness.Kubeconfig }},
 	{"compileCache.disabled", "cleared when warmd started with it set: the compile-cache key check exists only when caches were on at start (the compile-cache part itself applies both directions)",
 		func(s, n *config.NodeConfig) bool { return s.CompileCache.Disabled && !n.CompileCache.Disabled }},
-	{"peers.*", "the peer server is built at start with these settings (and only when peers.enabled was on) and never reconfigured (a reload turning it on starts no server; the compile-cache part then keeps bundles nothing serves)",
-		func(s, n *config.NodeConfig) bool { return !reflect.DeepEqual(s.Peers, n.Peers) }},
 }
 
 // appliedAtRestart names the changed settings of an applied reload that wait for a restart.

@@ -78,7 +78,6 @@ func TestRestartNeededNamesRealSettings(t *testing.T) {
 		"readiness.disabled":    func(c *config.NodeConfig) { c.Readiness.Disabled = !c.Readiness.Disabled },
 		"readiness.kubeconfig":  func(c *config.NodeConfig) { c.Readiness.Kubeconfig += "x" },
 		"compileCache.disabled": func(c *config.NodeConfig) { c.CompileCache.Disabled = false },
-		"peers.*":               func(c *config.NodeConfig) { c.Peers.MaxPeers++ },
 	}
 	for _, r := range RestartNeeded {
 		if p := strings.TrimSuffix(r.Path, ".*"); !paths[p] {

@@ -12,10 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/metrics"
-	"warmd.io/warmd/pkg/peer/auth"
+	authpkg "warmd.io/warmd/pkg/peer/auth"
 )
 
 // PartOptions are what the part needs from the parts whose files it serves, declared here so the
@@ -32,38 +33,76 @@ type PartOptions struct {
 	OpenBundles func(dataDir string) (*fsroot.Root, error)
 }
 
-// Part runs the peer server on peers.listen for the daemon.
+// Part runs the peer server on peers.listen for the daemon. It always exists: with peers.enabled
+// off it serves nothing and reports so, and a reload that turns peers on, off, or changes any
+// peers.* setting takes effect at once (the server is rebuilt with the new settings; downloads in
+// flight are cut and resume from another peer or the origin).
 type Part struct {
-	log     *slog.Logger
-	addr    string
-	handler *Handler
-	root    *fsroot.Root
-	bundles *fsroot.Root
+	deps daemon.Deps
+	opts PartOptions
+	log  *slog.Logger
+	m    *metrics.Peers
+	rc   chan struct{}
 
 	mu    sync.Mutex
+	cfg   *config.NodeConfig
 	ready error
 	bound string
+	state string
 }
 
-var _ daemon.Part = (*Part)(nil)
+var (
+	_ daemon.Part           = (*Part)(nil)
+	_ daemon.Reconfigurable = (*Part)(nil)
+)
 
-// NewPart builds the part, or returns nil (and no error) when peers are not enabled. opts.Published
-// reads what is published from the weights part's state, so the part sits after the weights part.
+// The states the part reports (State, and the log line of each change).
+const (
+	StateStarting = "starting" // Run has not looked at the settings yet
+	StateDisabled = "disabled" // peers.enabled is off: nothing listens
+	StateServing  = "serving"  // listening on peers.listen
+	StateFailed   = "failed"   // enabled, but the server could not start (listen, data dir); see Ready
+)
+
+// NewPart builds the part. opts.Published reads what is published from the weights part's state, so
+// the part sits after the weights part.
 func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
-	cfg := d.Config
-	if !cfg.Peers.Enabled {
-		return nil, nil
-	}
 	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Auth == nil {
-		r, err := auth.New(d.Kube, auth.Options{Audience: cfg.Peers.Audience, Username: cfg.Peers.PeerUsername()})
+	m := (*metrics.Peers)(nil)
+	if d.Metrics != nil && d.Metrics.Peers != nil {
+		m = d.Metrics.Peers
+	} else {
+		m = metrics.New(prometheus.NewRegistry()).Peers
+	}
+	return &Part{deps: d, opts: opts, log: log.With("part", "peers"), m: m, rc: make(chan struct{}, 1),
+		cfg: d.Config, ready: errors.New("peer server not started yet"), state: StateStarting}, nil
+}
+
+// server is one running configuration of the peer server.
+type server struct {
+	handler       *Handler
+	root, bundles *fsroot.Root
+}
+
+func (s *server) close() {
+	s.root.Close()
+	if s.bundles != nil {
+		s.bundles.Close()
+	}
+}
+
+// build opens what cfg's server serves and checks its tokens with.
+func (p *Part) build(cfg *config.NodeConfig) (*server, error) {
+	auth := p.opts.Auth
+	if auth == nil {
+		r, err := authpkg.New(p.deps.Kube, authpkg.Options{Audience: cfg.Peers.Audience, Username: cfg.Peers.PeerUsername()})
 		if err != nil {
 			return nil, fmt.Errorf("peer server: %w", err)
 		}
-		opts.Auth = r
+		auth = r
 	}
 	data, err := fsroot.Open(cfg.DataDir)
 	if err != nil {
@@ -77,73 +116,146 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer server: weights cache root: %w", err)
 	}
-	var bundles *fsroot.Root
-	if opts.OpenBundles != nil {
-		if bundles, err = opts.OpenBundles(cfg.DataDir); err != nil {
+	s := &server{root: root}
+	if p.opts.OpenBundles != nil {
+		if s.bundles, err = p.opts.OpenBundles(cfg.DataDir); err != nil {
 			root.Close()
 			return nil, fmt.Errorf("peer server: %w", err)
 		}
 	}
-	pub := opts.Published
+	pub := p.opts.Published
 	if pub == nil {
 		pub = func(string, string) bool { return false }
 	}
-	var m *metrics.Peers
-	if d.Metrics != nil && d.Metrics.Peers != nil {
-		m = d.Metrics.Peers
-	} else {
-		m = metrics.New(prometheus.NewRegistry()).Peers
-	}
-	h := New(Options{Auth: opts.Auth, Root: root, Bundles: bundles, UploadLimit: cfg.Peers.UploadLimit.Value(),
-		ServeSlots: cfg.Peers.ServeSlots, Metrics: m, Log: log.With("part", "peers"), Published: pub})
-	return &Part{log: log.With("part", "peers"), addr: cfg.Peers.Listen, handler: h, root: root, bundles: bundles,
-		ready: errors.New("peer server not listening yet")}, nil
+	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, UploadLimit: cfg.Peers.UploadLimit.Value(),
+		ServeSlots: cfg.Peers.ServeSlots, Metrics: p.m, Log: p.log, Published: pub})
+	return s, nil
 }
 
 // Name implements daemon.Part.
 func (p *Part) Name() string { return "peers" }
 
-// Ready implements daemon.Part: nil once the server listens.
+// Ready implements daemon.Part: nil once the server listens, or while peers are disabled.
 func (p *Part) Ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ready
 }
 
-// Addr is the address the server listens on ("" before it does).
+// State is what the part does now (StateStarting, StateDisabled, StateServing, StateFailed).
+func (p *Part) State() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// Addr is the address the server listens on ("" when it does not).
 func (p *Part) Addr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bound
 }
 
-// Run implements daemon.Part: it serves until ctx ends, then gives responses in flight 5s.
-func (p *Part) Run(ctx context.Context) error {
-	defer p.root.Close()
-	if p.bundles != nil {
-		defer p.bundles.Close()
-	}
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		return fmt.Errorf("peer server: listen on %s (peers.listen): %w", p.addr, err)
-	}
-	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+// Reconfigure implements daemon.Reconfigurable: a change of any peers.* setting (or the data dir)
+// rebuilds the server with it; turning peers.enabled off stops it.
+func (p *Part) Reconfigure(cfg *config.NodeConfig) {
 	p.mu.Lock()
-	p.ready, p.bound = nil, ln.Addr().String()
+	p.cfg = cfg
 	p.mu.Unlock()
-	p.log.Info("peer server listening", "addr", ln.Addr().String())
+	select {
+	case p.rc <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Part) current() *config.NodeConfig {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg
+}
+
+func (p *Part) set(state, bound string, ready error) {
+	p.mu.Lock()
+	changed := p.state != state || p.bound != bound
+	p.state, p.bound, p.ready = state, bound, ready
+	p.mu.Unlock()
+	if changed {
+		switch {
+		case ready != nil:
+			p.log.Error("peer server not serving", "state", state, "err", ready)
+		case state == StateServing:
+			p.log.Info("peer server listening", "addr", bound)
+		default:
+			p.log.Info("peer server off (peers.enabled is false)")
+		}
+	}
+}
+
+// settings is what a running server was built from; a reload that changes it rebuilds the server.
+func settings(cfg *config.NodeConfig) string { return fmt.Sprintf("%+v|%s", cfg.Peers, cfg.DataDir) }
+
+// Run implements daemon.Part: it serves with the current settings until ctx ends, rebuilding the
+// server when a reload changes them. A server that cannot start (the port taken, the data dir
+// unusable) fails the part's readiness with the reason until a reload fixes it; the daemon goes on.
+func (p *Part) Run(ctx context.Context) error {
+	for {
+		cfg := p.current()
+		running := settings(cfg)
+		if !cfg.Peers.Enabled {
+			p.set(StateDisabled, "", nil)
+		} else if err := p.serve(ctx, cfg, running); err != nil {
+			p.set(StateFailed, "", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Wait for a reload that changes the settings (serve returns on one itself).
+		for settings(p.current()) == running {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.rc:
+			}
+		}
+	}
+}
+
+// serve runs cfg's server until ctx ends or a reload changes the settings from running; then it
+// gives responses in flight 5 s.
+func (p *Part) serve(ctx context.Context, cfg *config.NodeConfig, running string) error {
+	s, err := p.build(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	ln, err := net.Listen("tcp", cfg.Peers.Listen)
+	if err != nil {
+		return fmt.Errorf("peer server: listen on %s (peers.listen): %w", cfg.Peers.Listen, err)
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	p.set(StateServing, ln.Addr().String(), nil)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("peer server: %w", err)
-	case <-ctx.Done():
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+		p.set(StateDisabled, "", errors.New("peer server restarting"))
+	}()
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("peer server: %w", err)
+		case <-ctx.Done():
+			return nil
+		case <-p.rc:
+			if settings(p.current()) != running {
+				p.log.Info("peer settings changed: rebuilding the peer server")
+				return nil
+			}
+		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	return nil
 }
