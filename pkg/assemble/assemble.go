@@ -103,7 +103,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 
 	// 7. Compile-cache key check: the inputs of the starts phases recorded, compared with each vLLM pod
 	// bound here before it starts; the verdict feeds readiness's prediction (nil without an API
-	// server or with compileCache.disabled).
+	// server; with compileCache.disabled in the state "disabled").
 	kc, err := check.New(d, check.Options{SKU: sku})
 	if err != nil {
 		return daemon.Assembly{}, err

@@ -19,16 +19,14 @@ type RestartSetting struct {
 	Changed func(start, next *config.NodeConfig) bool
 }
 
-// RestartNeeded is the one list of settings an applied reload cannot reach. Issue 26 item 1 ends
-// the last entries as pkg/prewarm and the peer server ended theirs: each part always exists,
-// reports "disabled" as a state, and applies the switch itself.
+// RestartNeeded is the one list of settings an applied reload cannot reach: what the one API client
+// is built from. Every part's own switch (prewarm, compile caches and their key check, peers) is
+// applied by the part itself, which always exists and reports "disabled" as a state.
 var RestartNeeded = []RestartSetting{
 	{"readiness.disabled", "the API client (and every part that needs it) is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Disabled != n.Readiness.Disabled }},
 	{"readiness.kubeconfig", "the API client is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Kubeconfig != n.Readiness.Kubeconfig }},
-	{"compileCache.disabled", "cleared when warmd started with it set: the compile-cache key check exists only when caches were on at start (the compile-cache part itself applies both directions)",
-		func(s, n *config.NodeConfig) bool { return s.CompileCache.Disabled && !n.CompileCache.Disabled }},
 }
 
 // appliedAtRestart names the changed settings of an applied reload that wait for a restart.

@@ -75,9 +75,8 @@ func TestRestartNeededNamesRealSettings(t *testing.T) {
 	paths := map[string]bool{}
 	jsonPaths(reflect.TypeOf(config.NodeConfig{}), "", paths)
 	edits := map[string]func(*config.NodeConfig){
-		"readiness.disabled":    func(c *config.NodeConfig) { c.Readiness.Disabled = !c.Readiness.Disabled },
-		"readiness.kubeconfig":  func(c *config.NodeConfig) { c.Readiness.Kubeconfig += "x" },
-		"compileCache.disabled": func(c *config.NodeConfig) { c.CompileCache.Disabled = false },
+		"readiness.disabled":   func(c *config.NodeConfig) { c.Readiness.Disabled = !c.Readiness.Disabled },
+		"readiness.kubeconfig": func(c *config.NodeConfig) { c.Readiness.Kubeconfig += "x" },
 	}
 	for _, r := range RestartNeeded {
 		if p := strings.TrimSuffix(r.Path, ".*"); !paths[p] {

@@ -23,6 +23,10 @@ func renderCompileKey(w io.Writer, st *api.RawStatus, now time.Time) error {
 // compared with, the agreement of past predictions with the logs, then one row per vLLM pod waiting to
 // start (its prediction and, on a miss, the inputs that differ) and the last few checked.
 func WriteCompileKey(w io.Writer, s check.Status, now time.Time) error {
+	if s.Disabled {
+		_, err := fmt.Fprintln(w, "COMPILE-CACHE KEY CHECK: disabled (compileCache.disabled is set)")
+		return err
+	}
 	fmt.Fprintf(w, "COMPILE-CACHE KEY CHECK (%d cached start(s) compared; predictions checked: %d agree, %d disagree, %d undecided)\n",
 		s.Cached, s.Agree, s.Disagree, s.Undecided)
 	if s.Problem != "" {

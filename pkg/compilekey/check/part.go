@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/compilekey"
+	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
@@ -67,7 +68,9 @@ type Part struct {
 	node    string
 	path    string // the inputs table, <dataDir>/state/compilekey.json
 	kick    chan struct{}
+	rc      chan struct{}
 	synced  atomic.Bool
+	off     atomic.Bool // compileCache.disabled, as the last config says
 
 	mu       sync.Mutex
 	table    table             // inputs of recorded starts, by phases.Record.Key
@@ -78,13 +81,17 @@ type Part struct {
 	recorder record.EventRecorder
 }
 
-var _ daemon.Part = (*Part)(nil)
+var (
+	_ daemon.Part           = (*Part)(nil)
+	_ daemon.Reconfigurable = (*Part)(nil)
+)
 
 // New builds the part, or returns nil (and no error) when there is no API server to see pods
-// (readiness.disabled) or compile caching is off (compileCache.disabled: nothing to predict).
+// (readiness.disabled). With compileCache.disabled it exists, reports "disabled" and watches
+// nothing; a reload that clears the switch starts it (one that sets it stops it).
 func New(deps daemon.Deps, opts Options) (*Part, error) {
 	cfg := deps.Config
-	if cfg.Readiness.Disabled || cfg.CompileCache.Disabled {
+	if cfg.Readiness.Disabled {
 		return nil, nil
 	}
 	if opts.Client == nil {
@@ -111,7 +118,8 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 	}
 	p := &Part{log: log.With("part", "compilekey"), store: deps.Store, metrics: m, client: opts.Client, opts: opts,
 		node: cfg.NodeName, path: filepath.Join(cfg.DataDir, "state", tableFile), kick: make(chan struct{}, 1),
-		pending: map[string]*Check{}, counts: map[string]int{}}
+		rc: make(chan struct{}, 1), pending: map[string]*Check{}, counts: map[string]int{}}
+	p.off.Store(cfg.CompileCache.Disabled)
 	t, err := loadTable(p.path)
 	if err != nil {
 		p.prob = err.Error() // a torn file is rebuilt from the next records
@@ -124,8 +132,20 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 // Name implements daemon.Part.
 func (p *Part) Name() string { return "compilekey" }
 
-// Ready implements daemon.Part: nil once this node's pods were listed once.
+// Reconfigure implements daemon.Reconfigurable: compileCache.disabled stops or starts the check.
+func (p *Part) Reconfigure(cfg *config.NodeConfig) {
+	p.off.Store(cfg.CompileCache.Disabled)
+	select {
+	case p.rc <- struct{}{}:
+	default:
+	}
+}
+
+// Ready implements daemon.Part: nil once this node's pods were listed once, or while disabled.
 func (p *Part) Ready() error {
+	if p.off.Load() {
+		return nil
+	}
 	if !p.synced.Load() {
 		return errors.New("waiting for the first list of this node's pods")
 	}
@@ -139,8 +159,51 @@ func (p *Part) poke() {
 	}
 }
 
-// Run watches this node's pods (field selector spec.nodeName) and the recorded starts until ctx ends.
+// Run checks this node's pods until ctx ends, while compileCache.disabled is off (watch), and
+// publishes the state "disabled" while it is on.
 func (p *Part) Run(ctx context.Context) error {
+	for {
+		if p.off.Load() {
+			p.synced.Store(false)
+			if p.store != nil {
+				Section.Publish(p.store, Status{Disabled: true})
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.rc:
+			}
+			continue
+		}
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.watch(wctx) }()
+	running:
+		for {
+			select {
+			case <-ctx.Done():
+				stop()
+				<-done
+				return nil
+			case err := <-done:
+				stop()
+				return err
+			case <-p.rc:
+				if p.off.Load() {
+					stop()
+					if err := <-done; err != nil {
+						return err
+					}
+					break running
+				}
+			}
+		}
+	}
+}
+
+// watch watches this node's pods (field selector spec.nodeName) and the recorded starts until ctx ends.
+func (p *Part) watch(ctx context.Context) error {
+	p.publish() // the section leaves "disabled" at once
 	bc := record.NewBroadcasterWithCorrelatorOptions(p.opts.Correlator)
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	defer bc.Shutdown()

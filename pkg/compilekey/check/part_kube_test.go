@@ -181,3 +181,55 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPartFollowsDisabled: with compileCache.disabled at start the part exists, is ready and
+// publishes "disabled" without checking a pod; a reload that clears the switch checks the pod bound
+// here; one that sets it again stops the check.
+func TestPartFollowsDisabled(t *testing.T) {
+	env := kubeenv.Start(t)
+	const node = "compilekey-off-node"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: t.TempDir()}
+	cfg.Default()
+	cfg.CompileCache.Disabled = true
+	store := state.New(nil)
+	p, err := New(daemon.Deps{Config: cfg, Store: store, Metrics: metrics.New(prometheus.NewRegistry())},
+		Options{Client: env.Client, Resync: 100 * time.Millisecond, SKU: func() string { return "nvidia-h100-80gb-hbm3" }})
+	if err != nil || p == nil {
+		t.Fatalf("New with compileCache.disabled: %v, %v; want a part", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	section := func() Status { st, _ := Section.Get(store); return st }
+	waitFor(t, "the disabled state", func() bool { return section().Disabled })
+	if err := p.Ready(); err != nil {
+		t.Fatalf("disabled: ready %v", err)
+	}
+	pod := createPod(t, env.Client, "vllm-a", node, []string{"org/m"}, nil)
+	time.Sleep(300 * time.Millisecond) // three resyncs: a disabled check must not look
+	if n := len(p.Status().Pending); n != 0 {
+		t.Fatalf("disabled, %d pods checked", n)
+	}
+
+	on := *cfg
+	on.CompileCache.Disabled = false
+	p.Reconfigure(&on)
+	waitFor(t, "the pod checked after the switch was cleared", func() bool {
+		st := section()
+		return !st.Disabled && len(st.Pending) == 1 && st.Pending[0].PodUID == string(pod.UID)
+	})
+	waitFor(t, "ready", func() bool { return p.Ready() == nil })
+
+	p.Reconfigure(cfg)
+	waitFor(t, "disabled again", func() bool { return section().Disabled && p.Ready() == nil })
+}

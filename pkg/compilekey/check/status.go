@@ -14,6 +14,8 @@ var Section = state.NewKey[Status]("compileKey")
 
 // Status is the compileKey section of /v1/status.
 type Status struct {
+	// Disabled is set while compileCache.disabled is: no pod is watched and nothing is predicted.
+	Disabled bool `json:"disabled,omitempty"`
 	// Cached counts the recorded starts whose inputs are known and whose graphs the node holds: what
 	// a pod is compared with.
 	Cached int `json:"cached"`
