@@ -56,19 +56,7 @@ func TestPartPredictsBeforeStart(t *testing.T) {
 	phases.Section.Publish(store, phases.Status{Records: recs})
 
 	m := metrics.New(prometheus.NewRegistry())
-	p, err := New(daemon.Deps{Config: cfg, Store: store, Metrics: m}, Options{Client: env.Client, Resync: 100 * time.Millisecond,
-		SKU: func() string { return "nvidia-h100-80gb-hbm3" }})
-	if err != nil || p == nil {
-		t.Fatalf("New: %v, %v", p, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	p := runPart(t, ctx, cancel, daemon.Deps{Config: cfg, Store: store, Metrics: m}, env.Client)
 	waitFor(t, "the recorded start's inputs", func() bool { return p.Status().Cached == 1 })
 
 	same := createPod(t, env.Client, "vllm-same", node, args, env1)
@@ -197,19 +185,7 @@ func TestPartFollowsDisabled(t *testing.T) {
 	cfg.Default()
 	cfg.CompileCache.Disabled = true
 	store := state.New(nil)
-	p, err := New(daemon.Deps{Config: cfg, Store: store, Metrics: metrics.New(prometheus.NewRegistry())},
-		Options{Client: env.Client, Resync: 100 * time.Millisecond, SKU: func() string { return "nvidia-h100-80gb-hbm3" }})
-	if err != nil || p == nil {
-		t.Fatalf("New with compileCache.disabled: %v, %v; want a part", p, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	p := runPart(t, ctx, cancel, daemon.Deps{Config: cfg, Store: store, Metrics: metrics.New(prometheus.NewRegistry())}, env.Client)
 	section := func() Status { st, _ := Section.Get(store); return st }
 	waitFor(t, "the disabled state", func() bool { return section().Disabled })
 	if err := p.Ready(); err != nil {
@@ -232,4 +208,23 @@ func TestPartFollowsDisabled(t *testing.T) {
 
 	p.Reconfigure(cfg)
 	waitFor(t, "disabled again", func() bool { return section().Disabled && p.Ready() == nil })
+}
+
+// runPart builds the part on d (an H100 node, 100 ms resyncs) and runs it until the test ends (cancel
+// then stops it; Run must return nil).
+func runPart(t *testing.T, ctx context.Context, cancel context.CancelFunc, d daemon.Deps, c kubernetes.Interface) *Part {
+	t.Helper()
+	p, err := New(d, Options{Client: c, Resync: 100 * time.Millisecond, SKU: func() string { return "nvidia-h100-80gb-hbm3" }})
+	if err != nil || p == nil {
+		t.Fatalf("New: %v, %v; want a part", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p
 }
