@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/peer"
 )
 
 // TestPeerFallback: peers that answer late, fail or do not keep a bundle cost a request each; the
@@ -55,7 +56,7 @@ func TestPeerFallback(t *testing.T) {
 		t.Fatalf("restore: %d restored, refused %v (%v)", len(res.Restored), res.Refused, err)
 	}
 	st := b.Stats()
-	if st.PeerBytes != 0 || st.OriginBytes == 0 || st.PeersDropped != 2 || len(drops) != 2 || drops[0] != DropError || drops[1] != DropError {
+	if st.PeerBytes != 0 || st.OriginBytes == 0 || st.PeersDropped != 2 || len(drops) != 2 || drops[0] != peer.DropError || drops[1] != peer.DropError {
 		t.Errorf("peer %d bytes, origin %d, dropped %d %v; want all from the origin and the silent and failing peers dropped once", st.PeerBytes, st.OriginBytes, st.PeersDropped, drops)
 	}
 	if asked != 1 {

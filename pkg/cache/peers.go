@@ -16,15 +16,6 @@ import (
 	"warmd.io/warmd/pkg/peer/discover"
 )
 
-// Where restored bundle bytes came from, and why a peer was dropped: the values of the from label of
-// warmd_peer_fetched_bytes_total and the reason label of warmd_peer_dropped_total.
-const (
-	FromPeer    = "peer"
-	FromOrigin  = "origin"
-	DropCorrupt = "corrupt"
-	DropError   = "error"
-)
-
 // PeerOptions let a restore download bundles from warm peers (other warmd nodes of the same SKU)
 // before the origin. The origin stays the source of truth: the digest and size of every bundle come
 // from the SKU's index read from the bucket, and a peer's bytes are used only once they hash to it.
@@ -39,8 +30,8 @@ type PeerOptions struct {
 	// StartTimeout is how long a peer may take to start answering before the next peer, or the
 	// origin, is asked instead; it also ends a response that delivers nothing for this long. Default 5s.
 	StartTimeout time.Duration
-	// OnBytes is told of the bytes of every bundle restored, by from (FromPeer: a peer's verified
-	// bundle; FromOrigin: every byte read from the bucket); may be nil.
+	// OnBytes is told of the bytes of every bundle restored, by from (peer.FromPeer: a peer's verified
+	// bundle; peer.FromOrigin: every byte read from the bucket); may be nil.
 	OnBytes func(from string, n int64)
 	// OnDrop is told of every peer dropped from a restore, with the reason; may be nil.
 	OnDrop func(peer, reason string)
@@ -92,7 +83,7 @@ func (m *Manager) counted(from string, n int64) {
 		return
 	}
 	m.mu.Lock()
-	if from == FromPeer {
+	if from == peer.FromPeer {
 		m.stats.PeerBytes += n
 	} else {
 		m.stats.OriginBytes += n
@@ -135,10 +126,10 @@ func (m *Manager) fromPeers(ctx context.Context, ps *peerSet, e IndexEntry) bool
 			m.log.Warn("cannot take a bundle from peers; restoring it from the origin", "bundle", e.SHA256[:12], "err", err)
 			return false
 		case errors.Is(err, errCorruptPeer):
-			m.drop(p, DropCorrupt, err)
+			m.drop(p, peer.DropCorrupt, err)
 			return false
 		default:
-			m.drop(p, DropError, err)
+			m.drop(p, peer.DropError, err)
 		}
 	}
 	return false
@@ -199,7 +190,7 @@ func (m *Manager) fromPeer(ctx context.Context, p *peerMember, e IndexEntry) err
 	if err := k.commit(e); err != nil {
 		return fmt.Errorf("%w: %w", errLocal, err)
 	}
-	m.counted(FromPeer, k.n) // only verified bytes count as the peers'
+	m.counted(peer.FromPeer, k.n) // only verified bytes count as the peers'
 	return nil
 }
 

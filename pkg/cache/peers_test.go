@@ -199,7 +199,7 @@ func TestBundlesFromPeers(t *testing.T) {
 	if st.PeerBytes != size || st.OriginBytes != 0 {
 		t.Errorf("stats: %d bytes from peers, %d from the origin; want %d and 0", st.PeerBytes, st.OriginBytes, size)
 	}
-	if got := testutil.ToFloat64(cold.metrics.Peers.FetchedBytes.WithLabelValues(cache.MetricsModel, cache.FromPeer)); got != float64(size) {
+	if got := testutil.ToFloat64(cold.metrics.Peers.FetchedBytes.WithLabelValues(cache.MetricsModel, peer.FromPeer)); got != float64(size) {
 		t.Errorf("warmd_peer_fetched_bytes_total{from=peer} %v, want %d", got, size)
 	}
 	if got := testutil.ToFloat64(warm.metrics.Peers.ServedBytes); got != float64(size) {
@@ -240,7 +240,7 @@ func TestBundlesFromPeers(t *testing.T) {
 	if evil.Injected() != 1 || st.PeersDropped != 1 {
 		t.Errorf("the corrupt peer served %d bodies and was dropped %d times; want 1 and 1 (dropped for the rest of the restore)", evil.Injected(), st.PeersDropped)
 	}
-	if got := testutil.ToFloat64(victim.metrics.Peers.Dropped.WithLabelValues(cache.DropCorrupt)); got != 1 {
+	if got := testutil.ToFloat64(victim.metrics.Peers.Dropped.WithLabelValues(peer.DropCorrupt)); got != 1 {
 		t.Errorf("warmd_peer_dropped_total{reason=corrupt} %v, want 1", got)
 	}
 	if got := originB.BytesServedFor(bundle.Ext); got != sizeB || st.OriginBytes != sizeB || st.PeerBytes != 0 {

@@ -14,6 +14,7 @@ import (
 	"warmd.io/warmd/pkg/cache/bundle"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/peer"
 )
 
 // Upload sends every captured bundle not yet in the bucket, then adds them to the index in one
@@ -237,7 +238,7 @@ func (m *Manager) fetch(ctx context.Context, ps *peerSet, e IndexEntry) (*Record
 	x, err := m.extract(pr, e.Component, opts)
 	pr.CloseWithError(objstore.WriterError(errExtractionStopped))
 	gerr := <-getErr
-	m.counted(FromOrigin, k.n)
+	m.counted(peer.FromOrigin, k.n)
 	if gerr != nil && err != nil && !errors.Is(gerr, errExtractionStopped) {
 		k.abort()
 		return nil, fmt.Errorf("download: %w", gerr) // the extraction failed because the download did

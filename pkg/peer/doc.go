@@ -45,6 +45,16 @@ func ValidDigest(s string) bool {
 // BundleURL is the URL of the compile-cache bundle with digest sha on the peer at base.
 func BundleURL(base, sha string) string { return base + BundlePath + sha }
 
+// The label values both fetching sides (weights, compile-cache bundles) give the shared peer
+// metrics: where bytes came from (warmd_peer_fetched_bytes_total's from label) and why a peer was
+// dropped (warmd_peer_dropped_total's reason label).
+const (
+	FromPeer    = "peer"
+	FromOrigin  = "origin"
+	DropCorrupt = "corrupt" // the peer's bytes did not verify
+	DropError   = "error"   // the peer failed the request (network, status, a wrong answer's shape)
+)
+
 // HeaderSize carries the size of the file the peer holds, so a fetcher can refuse a peer whose copy
 // differs from the origin's identity before reading a byte of it.
 const HeaderSize = "X-Warmd-Size"

@@ -180,12 +180,12 @@ func (p *Part) set(state, bound string, ready error) {
 	p.state, p.bound, p.ready = state, bound, ready
 	p.mu.Unlock()
 	if changed {
-		switch {
-		case ready != nil:
-			p.log.Error("peer server not serving", "state", state, "err", ready)
-		case state == StateServing:
+		switch state {
+		case StateFailed:
+			p.log.Error("peer server not serving", "err", ready)
+		case StateServing:
 			p.log.Info("peer server listening", "addr", bound)
-		default:
+		case StateDisabled:
 			p.log.Info("peer server off (peers.enabled is false)")
 		}
 	}
@@ -243,7 +243,7 @@ func (p *Part) serve(ctx context.Context, cfg *config.NodeConfig, running string
 		if err := srv.Shutdown(sctx); err != nil {
 			srv.Close()
 		}
-		p.set(StateDisabled, "", errors.New("peer server restarting"))
+		p.set(StateStarting, "", errors.New("peer server restarting"))
 	}()
 	for {
 		select {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"warmd.io/warmd/pkg/peer"
 )
 
 // A fetch's peers: found once (discover), topped up during the fetch (refresh, in busy.go), picked per
@@ -89,7 +91,7 @@ func (s *Source) pick() *member {
 }
 
 func (s *Source) drop(m *member, reason, why string) {
-	if reason == DropCorrupt {
+	if reason == peer.DropCorrupt {
 		if m.corrupt.Swap(true) {
 			return // counted once per peer
 		}

@@ -37,12 +37,6 @@ import (
 	"warmd.io/warmd/pkg/prefetch"
 )
 
-// Drop reasons, the values of warmd_peer_dropped_total's reason label.
-const (
-	DropCorrupt = "corrupt"
-	DropError   = "error"
-)
-
 // Options configure a Source.
 type Options struct {
 	// Origin is the model's configured source (s3://, file://): identity and fallback.
@@ -86,7 +80,7 @@ type Options struct {
 	// 64 KiB (bounded.Client: nothing at all, or a trickle); the peer is dropped. Default 10s
 	// (config peers.stallTimeout).
 	Stall time.Duration
-	// OnBytes is told of every byte received, by from ("peer" or "origin"); may be nil.
+	// OnBytes is told of every byte received, by from (peer.FromPeer or peer.FromOrigin); may be nil.
 	OnBytes func(from string, n int64)
 	// OnDrop is told of every dropped peer, with the reason; may be nil.
 	OnDrop func(peer, reason string)
@@ -277,7 +271,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 		crc := crc32.New(castagnoli)
 		got, err := s.origin(ctx, name, off, n, io.MultiWriter(w, crc))
 		if err == nil && got == n && prev.peer != nil && crc.Sum32() != prev.crc {
-			s.drop(prev.peer, DropCorrupt, fmt.Sprintf("%s bytes %d-%d differ from the origin's", name, off, off+n-1))
+			s.drop(prev.peer, peer.DropCorrupt, fmt.Sprintf("%s bytes %d-%d differ from the origin's", name, off, off+n-1))
 		}
 		return got, err
 	}
@@ -321,7 +315,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 				if ctx.Err() != nil {
 					return got, nil, ctx.Err()
 				}
-				s.drop(m, DropError, err.Error())
+				s.drop(m, peer.DropError, err.Error())
 				return got, nil, nil
 			}
 			m.used.Store(true)
@@ -344,7 +338,7 @@ func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w i
 	}
 	got, err := s.o.Origin.GetRange(ctx, name, off, n, w)
 	s.originBytes.Add(got)
-	s.o.OnBytes("origin", got)
+	s.o.OnBytes(peer.FromOrigin, got)
 	return got, err
 }
 
@@ -408,7 +402,7 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 			}
 			got += int64(k)
 			s.peerBytes.Add(int64(k))
-			s.o.OnBytes("peer", int64(k))
+			s.o.OnBytes(peer.FromPeer, int64(k))
 		}
 		if rerr == io.EOF {
 			break

@@ -17,6 +17,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/prefetch"
@@ -94,7 +95,7 @@ func busyPeer(t *testing.T, w *world) {
 		if len(bs.Dropped) != 0 {
 			t.Errorf("%s dropped %v; a busy peer is not a failed one", n.name, bs.Dropped)
 		}
-		for _, reason := range []string{peersrc.DropError, peersrc.DropCorrupt} {
+		for _, reason := range []string{peer.DropError, peer.DropCorrupt} {
 			if got := testutil.ToFloat64(n.metrics.Peers.Dropped.WithLabelValues(reason)); got != 0 {
 				t.Errorf("%s counted %v peers dropped as %s", n.name, got, reason)
 			}
