@@ -30,4 +30,9 @@ import (
 // built elsewhere, e.g. from an older commit to show that each case fails there.
 var warmdBin string
 
-func TestMain(m *testing.M) { testenv.MainWithWarmd(m, &warmdBin, "WARMD_SECURITY_BIN") }
+func TestMain(m *testing.M) {
+	if rssWrapMain() {
+		return
+	}
+	testenv.MainWithWarmd(m, &warmdBin, "WARMD_SECURITY_BIN")
+}
