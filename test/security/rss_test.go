@@ -50,7 +50,7 @@ func rssWrapMain() bool {
 		os.Exit(125)
 	}
 	os.Exit(cmd.ProcessState.ExitCode())
-	return true
+	panic("unreachable")
 }
 
 // rssArgcEnv is how many of the wrapper's last arguments are the command (its name and args).

@@ -71,11 +71,11 @@ func NewPart(d daemon.Deps, opts PartOptions) (*Part, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := (*metrics.Peers)(nil)
+	var m *metrics.Peers
 	if d.Metrics != nil && d.Metrics.Peers != nil {
 		m = d.Metrics.Peers
 	} else {
-		m = metrics.New(prometheus.NewRegistry()).Peers
+		m = metrics.New(prometheus.NewRegistry()).Peers // counted nowhere
 	}
 	return &Part{deps: d, opts: opts, log: log.With("part", "peers"), m: m, rc: make(chan struct{}, 1),
 		cfg: d.Config, ready: errors.New("peer server not started yet"), state: StateStarting}, nil
