@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // FuzzDecodeArgs feeds the request decoder arbitrary bodies: it must never panic, and whatever it
@@ -20,19 +22,26 @@ func FuzzDecodeArgs(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a, err := decodeArgs(strings.NewReader(string(body)))
+		a, err := decodeArgs(strings.NewReader(string(body)), DefaultMaxNodes)
 		if err != nil {
 			return
 		}
-		var std wireArgs
+		var std struct {
+			Pod       *wirePod
+			Nodes     *corev1.NodeList
+			NodeNames *[]string
+		}
 		if err := json.Unmarshal(body, &std); err != nil {
 			t.Fatalf("decodeArgs accepted %q, encoding/json refuses it: %v", body, err)
 		}
-		if (a.NodeNames == nil) != !std.NodeNames.set {
+		if (a.NodeNames == nil) != (std.NodeNames == nil) {
 			t.Fatalf("NodeNames presence differs for %q", body)
 		}
-		if a.NodeNames != nil && strings.Join(*a.NodeNames, "\x00") != strings.Join(std.NodeNames.names, "\x00") {
-			t.Fatalf("NodeNames differ for %q: %q vs %q", body, *a.NodeNames, std.NodeNames.names)
+		if a.NodeNames != nil && strings.Join(*a.NodeNames, "\x00") != strings.Join(*std.NodeNames, "\x00") {
+			t.Fatalf("NodeNames differ for %q: %q vs %q", body, *a.NodeNames, *std.NodeNames)
+		}
+		if (a.Nodes == nil) != (std.Nodes == nil) || a.Nodes != nil && len(a.Nodes.Items) != len(std.Nodes.Items) {
+			t.Fatalf("Nodes differ for %q", body)
 		}
 	})
 }

@@ -33,14 +33,15 @@ const (
 	// DefaultMaxInFlight is 8. A kube-scheduler calls its extenders from its one scheduling loop, one
 	// pod at a time, so each scheduler holds one request (two for a moment, when a timed-out one is
 	// still being read); 8 covers the main and a second scheduler with room for leader hand-overs.
-	// Decoding holds at most about 3× the body (the decoder's buffer, the names, the result), so 8
-	// requests at the body bound stay under 150 MiB of the Deployment's 512 MiB.
+	// Decoding holds the Pod (at most the body, in the decoder's buffer and decoded) and at most
+	// MaxNodes names (decodeArgs stops at the first past it), so a request holds about 3× the body
+	// at most and 8 requests at the body bound stay under 150 MiB of the Deployment's 512 MiB.
 	DefaultMaxInFlight = 8
 )
 
 // serve wraps one verb with the bounds: a slot of MaxInFlight or 503 at once, a body of at most
 // MaxBodyBytes (413, refused from Content-Length before reading when it says so), at most MaxNodes
-// candidates (413), and a streaming decode (decodeArgs).
+// candidates (413, refused at the first past it while reading), and a streaming decode (decodeArgs).
 func (x *Extender) serve(verb string, do func(*extenderv1.ExtenderArgs) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -67,21 +68,19 @@ func (x *Extender) serve(verb string, do func(*extenderv1.ExtenderArgs) any) htt
 		}
 		if r.ContentLength > x.cfg.MaxBodyBytes {
 			result = "refused"
-			x.tooLarge(w, fmt.Sprintf("body of %d bytes", r.ContentLength))
+			x.tooLarge(w, "body_too_large", x.overBody(fmt.Sprintf("body of %d bytes", r.ContentLength)))
 			return
 		}
-		args, err := decodeArgs(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes))
+		args, err := decodeArgs(http.MaxBytesReader(w, r.Body, x.cfg.MaxBodyBytes), x.maxNodes())
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			result = "refused"
-			x.tooLarge(w, "body")
+			x.tooLarge(w, "body_too_large", x.overBody("body"))
 			return
 		}
-		if err == nil {
-			if n := x.count(args); n > x.maxNodes() {
-				result = "refused"
-				x.tooLarge(w, fmt.Sprintf("%d candidate Nodes, above the %d this extender takes (--max-nodes)", n, x.maxNodes()))
-				return
-			}
+		if tm := (*TooManyNodesError)(nil); errors.As(err, &tm) {
+			result = "refused"
+			x.tooLarge(w, "too_many_nodes", tm.Error())
+			return
 		}
 		if err != nil {
 			result = "error"
@@ -99,10 +98,15 @@ func (x *Extender) maxNodes() int {
 	return DefaultMaxNodes
 }
 
-func (x *Extender) tooLarge(w http.ResponseWriter, what string) {
-	x.refused("body_too_large")
+// tooLarge refuses a request with 413, counted under reason, and closes the connection.
+func (x *Extender) tooLarge(w http.ResponseWriter, reason, msg string) {
+	x.refused(reason)
 	w.Header().Set("Connection", "close") // do not read the rest of a body we refuse
-	http.Error(w, fmt.Sprintf("%s: over the %d-byte bound on one request (--max-body-bytes; sized for 10,000 Node names and the largest Pod)", what, x.cfg.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+	http.Error(w, msg, http.StatusRequestEntityTooLarge)
+}
+
+func (x *Extender) overBody(what string) string {
+	return fmt.Sprintf("%s: over the %d-byte bound on one request (--max-body-bytes; sized for 10,000 Node names and the largest Pod)", what, x.cfg.MaxBodyBytes)
 }
 
 func (x *Extender) refused(reason string) {

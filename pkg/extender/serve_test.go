@@ -2,6 +2,7 @@ package extender
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,9 +53,32 @@ func (b *namesBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// podBody streams {"Pod":{"metadata":{"annotations":{"a":"xxxx… of size bytes: one member larger
+// than the body bound, which only the byte count can refuse.
+type podBody struct{ left, i int }
+
+func (b *podBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	n := 0
+	if b.i == 0 {
+		n = copy(p, `{"Pod":{"metadata":{"annotations":{"a":"`)
+		b.i = n
+	}
+	for ; n < len(p) && n < b.left; n++ {
+		p[n] = 'x'
+	}
+	b.left -= n
+	return n, nil
+}
+
 // TestOversizedBodiesAreRefusedWithinAHeapBound sends what the probe of issue 25 sent (8 concurrent
-// 57 MiB bodies, then 3 GB of heap): each is refused with 413 and the peak heap (garbage included)
-// grows by under what DefaultMaxInFlight documents: 3× DefaultMaxBodyBytes per request in flight.
+// 57 MiB bodies, then 3 GB of heap), in both shapes a body can be too large in: many short names
+// (refused at the name past DefaultMaxNodes) and one member past the body bound (refused at the
+// byte past it). Each is refused with 413 and the peak heap (garbage, and this test's own client,
+// included) grows by under what DefaultMaxInFlight documents: 3× DefaultMaxBodyBytes per request in
+// flight.
 func TestOversizedBodiesAreRefusedWithinAHeapBound(t *testing.T) {
 	srv, m := boundedServer(t, Config{})
 	runtime.GC()
@@ -80,7 +104,11 @@ func TestOversizedBodiesAreRefusedWithinAHeapBound(t *testing.T) {
 	codes := make([]int, 8)
 	for i := range codes {
 		wg.Go(func() {
-			resp, err := http.Post(srv.URL+"/prioritize", "application/json", &namesBody{left: 57 << 20})
+			var body io.Reader = &namesBody{left: 57 << 20}
+			if i%2 == 1 {
+				body = &podBody{left: 57 << 20}
+			}
+			resp, err := http.Post(srv.URL+"/prioritize", "application/json", body)
 			if err != nil {
 				// The server may close the connection while the client still writes: still refused.
 				codes[i] = http.StatusRequestEntityTooLarge
@@ -97,13 +125,15 @@ func TestOversizedBodiesAreRefusedWithinAHeapBound(t *testing.T) {
 			t.Errorf("body %d: %d, want 413", i, c)
 		}
 	}
+	for _, reason := range []string{"body_too_large", "too_many_nodes"} {
+		if got := testutil.ToFloat64(m.Refused.WithLabelValues(reason)); got < 4 {
+			t.Errorf("warmd_extender_refused_total{reason=%s} = %v, want 4 (one per body of that shape)", reason, got)
+		}
+	}
 	grew := int64(peak.Load()) - int64(before.HeapInuse)
 	t.Logf("8 concurrent 57 MiB bodies: peak heap in use %d MiB above the start", grew>>20)
 	if bound := int64(8 * 3 * DefaultMaxBodyBytes); grew > bound {
 		t.Errorf("heap grew by %d MiB, the bound is %d MiB", grew>>20, bound>>20)
-	}
-	if got := testutil.ToFloat64(m.Refused.WithLabelValues("body_too_large")); got < 1 {
-		t.Errorf("warmd_extender_refused_total{reason=body_too_large} = %v", got)
 	}
 	// A declared Content-Length over the bound is refused before a byte of the body is read.
 	resp, err := http.Post(srv.URL+"/filter", "application/json", bytes.NewReader(make([]byte, DefaultMaxBodyBytes+1)))
@@ -202,13 +232,49 @@ func TestDecodeArgsRefusesWhatTheSchedulerNeverSends(t *testing.T) {
 		`["a"]`,
 		`{"NodeNames":["a"]`,
 		`{"NodeNames":[1]}`,
+		`null`,
+		`{"Nodes":{"items":[1]}}`,
+		`{"Nodes":{"items":[],"Items":[]}}`,
+		`{"Nodes":[]}`,
 	} {
-		if a, err := decodeArgs(strings.NewReader(body)); err == nil {
+		if a, err := decodeArgs(strings.NewReader(body), DefaultMaxNodes); err == nil {
 			t.Errorf("decodeArgs(%s) = %+v, want an error", body, a)
 		}
 	}
-	a, err := decodeArgs(strings.NewReader(`{"Pod":{"metadata":{"name":"p"}},"Nodes":null,"nodenames":["a","b"],"Extra":{"x":[1,2]}}`))
+	a, err := decodeArgs(strings.NewReader(`{"Pod":{"metadata":{"name":"p"}},"Nodes":null,"nodenames":["a","b"],"Extra":{"x":[1,2]}}`), DefaultMaxNodes)
 	if err != nil || a.Pod == nil || a.Pod.Name != "p" || a.NodeNames == nil || len(*a.NodeNames) != 2 || a.Nodes != nil {
 		t.Errorf("decodeArgs = %+v, %v", a, err)
+	}
+}
+
+// TestDecodeArgsStopsAtTheCandidateBound: the name or Node past maxNodes ends the read with
+// *TooManyNodesError, whatever follows it (here, an unterminated body); maxNodes of them are served.
+func TestDecodeArgsStopsAtTheCandidateBound(t *testing.T) {
+	for _, tt := range []struct{ name, ok, over string }{
+		{"NodeNames", `{"NodeNames":["a","b"]}`, `{"NodeNames":["a","b","c",`},
+		{"Nodes", `{"Nodes":{"kind":"NodeList","metadata":{},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}}`,
+			`{"Nodes":{"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}},{"metadata":`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := decodeArgs(strings.NewReader(tt.ok), 2)
+			if err != nil {
+				t.Fatalf("2 candidates under a bound of 2: %v", err)
+			}
+			var got []string
+			if a.NodeNames != nil {
+				got = *a.NodeNames
+			} else if a.Nodes != nil {
+				for _, n := range a.Nodes.Items {
+					got = append(got, n.Name)
+				}
+			}
+			if strings.Join(got, ",") != "a,b" {
+				t.Errorf("candidates %q, want a,b", got)
+			}
+			_, err = decodeArgs(strings.NewReader(tt.over), 2)
+			if tm := (*TooManyNodesError)(nil); !errors.As(err, &tm) || tm.Max != 2 {
+				t.Errorf("3 candidates under a bound of 2: %v, want a *TooManyNodesError", err)
+			}
+		})
 	}
 }

@@ -3,9 +3,7 @@ package extender
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,12 +14,11 @@ import (
 // cheap: the pod is decoded only as far as PodModel reads it, and HostPriorityList is written by hand
 // into a pooled buffer (encoding/json's reflection costs more than the scoring itself at 5,000 Nodes).
 
-// wireArgs is ExtenderArgs with a slim Pod (Go's JSON field matching is case-insensitive, so the
-// scheduler's "Pod"/"Nodes"/"NodeNames" keys land here as they do in extenderv1.ExtenderArgs).
+// wireArgs is ExtenderArgs' Pod and Nodes with a slim Pod: the Pod is decoded only as far as
+// PodModel reads it. decodeArgs fills it (and NodeNames) member by member.
 type wireArgs struct {
-	Pod       *wirePod         `json:"pod"`
-	Nodes     *corev1.NodeList `json:"nodes"`
-	NodeNames nameList         `json:"nodenames"`
+	Pod   *wirePod
+	Nodes *corev1.NodeList
 }
 
 type wirePod struct {
@@ -40,30 +37,8 @@ type wirePod struct {
 	} `json:"spec"`
 }
 
-// nameList decodes NodeNames straight from the request bytes encoding/json hands to UnmarshalJSON
-// (a json.RawMessage would copy them first).
-type nameList struct {
-	names []string
-	set   bool
-}
-
-func (n *nameList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	names, err := parseNames(b)
-	if err != nil {
-		return fmt.Errorf("NodeNames: %w", err)
-	}
-	n.names, n.set = names, true
-	return nil
-}
-
-func (w *wireArgs) args() (*extenderv1.ExtenderArgs, error) {
+func (w *wireArgs) args() *extenderv1.ExtenderArgs {
 	a := &extenderv1.ExtenderArgs{Nodes: w.Nodes}
-	if w.NodeNames.set {
-		a.NodeNames = &w.NodeNames.names
-	}
 	if w.Pod != nil {
 		p := &corev1.Pod{}
 		p.Name, p.Namespace, p.Annotations = w.Pod.Metadata.Name, w.Pod.Metadata.Namespace, w.Pod.Metadata.Annotations
@@ -72,51 +47,7 @@ func (w *wireArgs) args() (*extenderv1.ExtenderArgs, error) {
 		}
 		a.Pod = p
 	}
-	return a, nil
-}
-
-// parseNames reads a JSON array of strings. Node names need no escapes, so the common case converts
-// the array to one string and slices it (one allocation instead of one per name); anything unusual
-// (escapes, odd spacing) goes through encoding/json.
-func parseNames(raw []byte) ([]string, error) {
-	s := string(bytes.TrimSpace(raw))
-	if len(s) >= 2 && s[0] == '[' && s[len(s)-1] == ']' && !strings.ContainsAny(s, "\\ \t\r\n") {
-		body := s[1 : len(s)-1]
-		if body == "" {
-			return []string{}, nil
-		}
-		names := make([]string, 0, strings.Count(body, ",")+1)
-		ok := true
-		for body != "" {
-			if len(body) < 2 || body[0] != '"' {
-				ok = false
-				break
-			}
-			end := strings.IndexByte(body[1:], '"') + 1
-			if end <= 0 {
-				ok = false
-				break
-			}
-			names = append(names, body[1:end])
-			body = body[end+1:]
-			if body == "" {
-				break
-			}
-			if body[0] != ',' || len(body) == 1 {
-				ok = false
-				break
-			}
-			body = body[1:]
-		}
-		if ok {
-			return names, nil
-		}
-	}
-	var names []string
-	if err := json.Unmarshal(raw, &names); err != nil {
-		return nil, err
-	}
-	return names, nil
+	return a
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -3,12 +3,14 @@ package extender
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
-func TestParseNames(t *testing.T) {
+// TestDecodeNames: NodeNames is read one name at a time, with the JSON grammar encoding/json has.
+func TestDecodeNames(t *testing.T) {
 	tests := []struct {
 		name    string
 		in      string
@@ -17,21 +19,24 @@ func TestParseNames(t *testing.T) {
 	}{
 		{name: "compact", in: `["a","b.c","d-1"]`, want: []string{"a", "b.c", "d-1"}},
 		{name: "empty", in: `[]`, want: []string{}},
-		{name: "spaces fall back", in: `[ "a" , "b" ]`, want: []string{"a", "b"}},
-		{name: "escapes fall back", in: `["a\u002eb"]`, want: []string{"a.b"}},
+		{name: "spaces", in: `[ "a" , "b" ]`, want: []string{"a", "b"}},
+		{name: "escapes", in: `["a\u002eb"]`, want: []string{"a.b"}},
 		{name: "one", in: `["only"]`, want: []string{"only"}},
 		{name: "trailing comma is an error", in: `["a",]`, wantErr: true},
 		{name: "not strings", in: `[1,2]`, wantErr: true},
 		{name: "unterminated", in: `["a]`, wantErr: true},
+		{name: "missing comma", in: `["a" "b"]`, wantErr: true},
+		{name: "an object", in: `{"a":1}`, wantErr: true},
+		{name: "nested", in: `[["a"]]`, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseNames([]byte(tt.in))
+			a, err := decodeArgs(strings.NewReader(`{"NodeNames":`+tt.in+`}`), DefaultMaxNodes)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
 			}
-			if !tt.wantErr && !slices.Equal(got, tt.want) {
-				t.Errorf("got %q, want %q", got, tt.want)
+			if !tt.wantErr && (a.NodeNames == nil || !slices.Equal(*a.NodeNames, tt.want)) {
+				t.Errorf("got %v, want %q", a.NodeNames, tt.want)
 			}
 		})
 	}

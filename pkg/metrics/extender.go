@@ -26,7 +26,8 @@ type Extender struct {
 	Requests *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 	// Refused counts requests the extender answered without serving them, by reason: in_flight (503,
-	// the bound on requests in flight was reached), body_too_large (413), unauthenticated (no or an
+	// the bound on requests in flight was reached), body_too_large and too_many_nodes (413: the body
+	// bound, or the candidate bound reached while the body was read), unauthenticated (no or an
 	// untrusted client certificate; counted by the TLS handshake's failure).
 	Refused *prometheus.CounterVec
 	// InFlight is the number of scheduler requests being served now.
