@@ -82,3 +82,29 @@ func Get(t testing.TB, method, url, token, rng string) (*http.Response, []byte) 
 	}
 	return resp, b
 }
+
+// Corrupting wraps a peer server so that each GET's answer has one byte flipped (its first write's
+// middle byte), as a broken or hostile peer sends: only the digest can tell.
+func Corrupting(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w = &flipOnce{ResponseWriter: w}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type flipOnce struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (f *flipOnce) Write(p []byte) (int, error) {
+	if !f.done && len(p) > 0 {
+		q := append([]byte(nil), p...)
+		q[len(q)/2] ^= 0xff
+		f.done = true
+		return f.ResponseWriter.Write(q)
+	}
+	return f.ResponseWriter.Write(p)
+}

@@ -1,6 +1,7 @@
 // Package peer holds what both sides of fleet peer distribution share: the URL a warm node serves a
 // published weight file at, and the header that carries the serving node's view of the file's size.
-// The same server hands out the compile-cache bundles a node verified and kept, by digest.
+// The same server hands out the compile-cache bundles a node verified and kept, and the layer
+// blobs of the images it pulled and pinned, by digest.
 // A fleet scales out in node groups that all pull the same weights at once; the warm nodes already hold
 // verified copies, and the Node labels warmd writes already say which node holds which model, so a cold
 // node can read chunks from its warm peers instead of the origin (which stays the source of truth for
@@ -44,6 +45,14 @@ func ValidDigest(s string) bool {
 
 // BundleURL is the URL of the compile-cache bundle with digest sha on the peer at base.
 func BundleURL(base, sha string) string { return base + BundlePath + sha }
+
+// ImageBlobPath is the path prefix of the image layer endpoint: a layer blob of an image the node
+// pulled and pinned is served at ImageBlobPath + its sha256 (64 lowercase hex digits), the digest
+// the image's manifest names, so a fresh node asks for a layer by the identity it verifies.
+const ImageBlobPath = "/v1/images/blobs/sha256/"
+
+// ImageBlobURL is the URL of the image layer blob with digest sha on the peer at base.
+func ImageBlobURL(base, sha string) string { return base + ImageBlobPath + sha }
 
 // The label values both fetching sides (weights, compile-cache bundles) give the shared peer
 // metrics: where bytes came from (warmd_peer_fetched_bytes_total's from label) and why a peer was

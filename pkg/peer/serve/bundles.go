@@ -4,8 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
-	"strconv"
-	"time"
 
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/peer"
@@ -45,10 +43,5 @@ func (h *Handler) serveBundle(w http.ResponseWriter, r *http.Request, digest str
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "bundle not kept here")
 		return
 	}
-	if !h.limitRanges(w, r, fi.Size()) {
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(peer.HeaderSize, strconv.FormatInt(fi.Size(), 10))
-	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context()}, r, "", time.Time{}, fh)
+	h.send(w, r, fh, fi.Size(), false) // bundles are small: no slot
 }

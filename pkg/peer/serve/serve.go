@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ type Options struct {
 	Published func(model, revision string) bool
 	// Bundles is the kept compile-cache bundle dir (cache.KeptDir); nil: no bundle is served.
 	Bundles *fsroot.Root
+	// ImageBlobs opens the layer blobs of the images the node pulled and pinned (imageblobs.go);
+	// nil: no layer is served.
+	ImageBlobs BlobOpener
 	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
 	UploadLimit int64
 	// ServeSlots bounds the downloaders (nodes) served at once (see slots; more are taken while they
@@ -66,7 +70,8 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// Handler serves GET and HEAD of peer.WeightsPath and of peer.BundlePath (bundles.go).
+// Handler serves GET and HEAD of peer.WeightsPath, of peer.BundlePath (bundles.go) and of
+// peer.ImageBlobPath (imageblobs.go).
 type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
@@ -103,7 +108,8 @@ func (h *Handler) refuse(w http.ResponseWriter, code int, reason, msg string) {
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	digest, isBundle := strings.CutPrefix(r.URL.Path, peer.BundlePath)
-	if r.URL.Path != peer.WeightsPath && !isBundle {
+	layer, isLayer := strings.CutPrefix(r.URL.Path, peer.ImageBlobPath)
+	if r.URL.Path != peer.WeightsPath && !isBundle && !isLayer {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "not found")
 		return
 	}
@@ -130,6 +136,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isBundle {
 		h.serveBundle(w, r, digest)
+		return
+	}
+	if isLayer {
+		h.serveImageBlob(w, r, layer)
 		return
 	}
 	q := r.URL.Query()
@@ -170,10 +180,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fh.Close()
-	if !h.limitRanges(w, r, blob.Size) {
+	h.send(w, r, fh, blob.Size, true)
+}
+
+// send answers r with the file fh of size bytes: its ranges bounded (limitRanges), a serving slot
+// taken for a GET when slot is set (a HEAD sends no body: it takes none), the size in
+// peer.HeaderSize, and the body through the upload cap.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size int64, slot bool) {
+	if !h.limitRanges(w, r, size) {
 		return
 	}
-	if r.Method == http.MethodGet { // a HEAD sends no body: it takes no slot
+	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
 		if !h.slots.acquire(who) {
 			h.busy(w)
@@ -182,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer h.slots.release(who)
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(peer.HeaderSize, strconv.FormatInt(blob.Size, 10))
+	w.Header().Set(peer.HeaderSize, strconv.FormatInt(size, 10))
 	// ServeContent answers Range (and HEAD) itself; the zero modtime keeps it from adding validators.
 	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context()}, r, "", time.Time{}, fh)
 }

@@ -1,0 +1,47 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+
+	"warmd.io/warmd/pkg/peer"
+)
+
+// BlobOpener opens the layer blob with the given sha256 (64 lowercase hex digits, already checked)
+// for serving, when it belongs to an image the node pulled and pinned; fs.ErrNotExist otherwise. The
+// images part implements it over the image store it pulled into.
+type BlobOpener interface {
+	OpenBlob(ctx context.Context, sha string) (*os.File, error)
+}
+
+// serveImageBlob answers GET and HEAD of peer.ImageBlobPath + digest, for a caller already
+// authenticated: a layer blob of an image the node pulled and pinned (Options.ImageBlobs), ranged,
+// under the shared upload cap and, for a GET, one of the serving slots like a weight file.
+func (h *Handler) serveImageBlob(w http.ResponseWriter, r *http.Request, digest string) {
+	if !peer.ValidDigest(digest) {
+		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "layer digest: not 64 lowercase hex digits")
+		return
+	}
+	if h.opts.ImageBlobs == nil {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no image layers served here")
+		return
+	}
+	fh, err := h.opts.ImageBlobs.OpenBlob(r.Context(), digest)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			h.opts.Log.Warn("peer request: layer blob unusable", "layer", digest[:12], "err", err)
+		}
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "layer not held here")
+		return
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, "layer not held here")
+		return
+	}
+	h.send(w, r, fh, fi.Size(), true)
+}

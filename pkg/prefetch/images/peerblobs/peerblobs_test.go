@@ -1,0 +1,211 @@
+package peerblobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"warmd.io/warmd/internal/peertest"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/auth"
+	"warmd.io/warmd/pkg/peer/serve"
+	"warmd.io/warmd/pkg/prefetch/images/peerblobs"
+)
+
+type allow struct{}
+
+func (allow) Check(_ context.Context, token string) (auth.Verdict, string, error) {
+	if token == "ok" {
+		return auth.OK, "", nil
+	}
+	return auth.Unauthenticated, "no", nil
+}
+
+// dirBlobs serves the blobs of a directory named by their sha256, as a warm node's content store.
+type dirBlobs string
+
+func (d dirBlobs) OpenBlob(_ context.Context, sha string) (*os.File, error) {
+	f, err := os.Open(filepath.Join(string(d), sha))
+	if err != nil {
+		return nil, fs.ErrNotExist
+	}
+	return f, nil
+}
+
+// warmPeer is the real peer server holding blobs; wrap, when set, sits in front of it.
+func warmPeer(t *testing.T, blobs map[digest.Digest][]byte, wrap func(http.Handler) http.Handler) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d, b := range blobs {
+		if err := os.WriteFile(filepath.Join(dir, d.Encoded()), b, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var h http.Handler = serve.New(serve.Options{Auth: allow{}, ImageBlobs: dirBlobs(dir)})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func blob(t *testing.T, n int) ([]byte, digest.Digest) {
+	t.Helper()
+	b := make([]byte, n)
+	r := rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16)})
+	_, _ = r.Read(b)
+	return b, digest.FromBytes(b)
+}
+
+type drops struct {
+	mu sync.Mutex
+	by map[string]string
+}
+
+func (d *drops) opts() peerblobs.Options {
+	d.by = map[string]string{}
+	return peerblobs.Options{Token: func() (string, error) { return "ok", nil }, Node: "fresh", Piece: 64 << 10,
+		OnDrop: func(base, reason string) { d.mu.Lock(); d.by[base] = reason; d.mu.Unlock() }}
+}
+
+func fetch(t *testing.T, o peerblobs.Options, peers []string, d digest.Digest, size int64) ([]byte, peerblobs.Result, error) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "blob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := peerblobs.Fetch(t.Context(), o, peers, d, size, f)
+	got, _ := os.ReadFile(f.Name())
+	return got, res, err
+}
+
+// counting counts the GETs a peer answers.
+func counting(n *int, mu *sync.Mutex) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				mu.Lock()
+				*n++
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+func TestFetchSpreadsPiecesOverEveryPeerThatHoldsTheBlob(t *testing.T) {
+	b, d := blob(t, 1<<20+12345)
+	var mu sync.Mutex
+	var gets [3]int
+	peers := []string{
+		warmPeer(t, map[digest.Digest][]byte{d: b}, counting(&gets[0], &mu)),
+		warmPeer(t, map[digest.Digest][]byte{d: b}, counting(&gets[1], &mu)),
+		warmPeer(t, nil, counting(&gets[2], &mu)), // holds nothing: a 404 to the HEAD, never asked again
+	}
+	var dr drops
+	got, res, err := fetch(t, dr.opts(), peers, d, int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, b) {
+		t.Fatal("fetched bytes differ")
+	}
+	if res.Peers != 2 || res.Bytes != int64(len(b)) || res.Dropped != 0 || len(dr.by) != 0 {
+		t.Errorf("result %+v, drops %v: want 2 peers, the whole blob, none dropped", res, dr.by)
+	}
+	if gets[0] == 0 || gets[1] == 0 || gets[2] != 0 || gets[0]+gets[1] != 17 {
+		t.Errorf("GETs per peer %v: want the 17 pieces spread over the two holders", gets)
+	}
+}
+
+func TestFetchRefusals(t *testing.T) {
+	b, d := blob(t, 1<<20)
+	good := func(t *testing.T) string { return warmPeer(t, map[digest.Digest][]byte{d: b}, nil) }
+	failAfter := func(n int) func(http.Handler) http.Handler {
+		var mu sync.Mutex
+		return func(h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				n--
+				bad := n < 0 && r.Method == http.MethodGet
+				mu.Unlock()
+				if bad {
+					http.Error(w, "gone", http.StatusInternalServerError)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		}
+	}
+	wholeFile := func(h http.Handler) http.Handler { // ignores Range: a 200 of the whole blob
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("Range")
+			h.ServeHTTP(w, r)
+		})
+	}
+	t.Run("a peer that fails midway is dropped and the other finishes", func(t *testing.T) {
+		var dr drops
+		bad := warmPeer(t, map[digest.Digest][]byte{d: b}, failAfter(2))
+		got, res, err := fetch(t, dr.opts(), []string{bad, good(t)}, d, int64(len(b)))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("fetch: %v (bytes equal %v)", err, bytes.Equal(got, b))
+		}
+		if dr.by[bad] != peer.DropError || res.Dropped != 1 {
+			t.Errorf("drops %v, result %+v: want the failing peer dropped with reason error", dr.by, res)
+		}
+	})
+	t.Run("wrong bytes fail the digest and drop the senders as corrupt", func(t *testing.T) {
+		var dr drops
+		bad := warmPeer(t, map[digest.Digest][]byte{d: b}, peertest.Corrupting)
+		_, _, err := fetch(t, dr.opts(), []string{bad}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrCorrupt) || dr.by[bad] != peer.DropCorrupt {
+			t.Errorf("err %v, drops %v: want ErrCorrupt and the peer dropped as corrupt", err, dr.by)
+		}
+	})
+	t.Run("a copy of another size is not asked for", func(t *testing.T) {
+		var dr drops
+		other := warmPeer(t, map[digest.Digest][]byte{d: b[:len(b)-1]}, nil)
+		_, _, err := fetch(t, dr.opts(), []string{other}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || dr.by[other] != peer.DropError {
+			t.Errorf("err %v, drops %v: want ErrNoPeer with the peer dropped", err, dr.by)
+		}
+	})
+	t.Run("an answer of the wrong range is refused", func(t *testing.T) {
+		var dr drops
+		bad := warmPeer(t, map[digest.Digest][]byte{d: b}, wholeFile)
+		_, _, err := fetch(t, dr.opts(), []string{bad}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || dr.by[bad] != peer.DropError {
+			t.Errorf("err %v, drops %v: want every peer failed (ErrNoPeer) and the peer dropped", err, dr.by)
+		}
+	})
+	t.Run("no peer holds it", func(t *testing.T) {
+		var dr drops
+		_, _, err := fetch(t, dr.opts(), []string{warmPeer(t, nil, nil)}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || len(dr.by) != 0 {
+			t.Errorf("err %v, drops %v: want ErrNoPeer and nobody dropped (a 404 is no fault)", err, dr.by)
+		}
+	})
+	t.Run("a token the peer refuses", func(t *testing.T) {
+		var dr drops
+		o := dr.opts()
+		o.Token = func() (string, error) { return "wrong", nil }
+		p := good(t)
+		_, _, err := fetch(t, o, []string{p}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || !strings.Contains(dr.by[p], peer.DropError) {
+			t.Errorf("err %v, drops %v", err, dr.by)
+		}
+	})
+}
