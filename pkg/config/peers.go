@@ -31,10 +31,11 @@ const (
 	DefaultPeerStallTimeout = 10 * time.Second
 )
 
-// Peers configures fleet peer distribution: a warm node serves the weights it verified and published
-// to other warmd pods on a node port, and a cold node fetches chunks from up to MaxPeers warm nodes
-// (found from the Node labels warmd writes) instead of the origin, which stays the source of truth for
-// every file's identity.
+// Peers configures fleet peer distribution: a warm node serves the weights it verified and published,
+// its kept compile-cache bundles and the layers of the images it pulled and pinned to other warmd
+// pods on a node port, and a cold node fetches them from up to MaxPeers warm nodes (found from the
+// Node labels warmd writes) instead of the origin, which stays the source of truth for every file's
+// identity (a layer's is its digest).
 //
 // It is off by default: it opens a port on the host network and needs what only the deployment can
 // give — a projected ServiceAccount token with the peer audience (TokenFile) on every pod, RBAC to

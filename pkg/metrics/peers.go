@@ -6,7 +6,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // the bytes of its own downloads came from. Labels are bounded: reasons and sources are fixed sets,
 // models come from the config.
 type Peers struct {
-	// ServedBytes counts bytes of published weights and kept compile-cache bundles this node sent to peers.
+	// ServedBytes counts bytes of published weights, kept compile-cache bundles and pinned images'
+	// layers this node sent to peers.
 	ServedBytes prometheus.Counter
 	// Refused counts peer requests refused, by reason (unauthenticated, forbidden, bad_request,
 	// not_found, review_error, busy: every serving slot held by other downloaders).
@@ -22,13 +23,13 @@ type Peers struct {
 func newPeers(reg prometheus.Registerer) *Peers {
 	p := &Peers{
 		ServedBytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "warmd_peer_served_bytes_total", Help: "Bytes of verified, published weights and kept compile-cache bundles served to other warmd peers.",
+			Name: "warmd_peer_served_bytes_total", Help: "Bytes of verified, published weights, kept compile-cache bundles and layers of pinned images served to other warmd peers.",
 		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmd_peer_refused_requests_total", Help: "Peer requests refused, by reason (unauthenticated, forbidden, bad_request, not_found, review_error, busy).",
 		}, []string{"reason"}),
 		FetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmd_peer_fetched_bytes_total", Help: "Bytes of weights downloads by model, and of compile-cache bundle restores (model=\"compile-cache\"), by where they came from (peer, origin).",
+			Name: "warmd_peer_fetched_bytes_total", Help: "Bytes of weights downloads by model, and of compile-cache bundle restores (model=\"compile-cache\") and image layers (model=\"image\"), by where they came from (peer, origin).",
 		}, []string{"model", "from"}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmd_peer_dropped_total", Help: "Peers dropped from a download, by reason (corrupt bytes, error).",

@@ -28,7 +28,8 @@ type Options struct {
 	// Wants says which models' images this node needs; nil: Deps.Node's answer (every model when
 	// Deps.Node is nil too).
 	Wants func(config.Model) bool
-	// Open builds the backend; default Open (containerd, embedded or auto per the config).
+	// Open builds the backend; default OpenWithPeers (containerd, embedded or auto per the config),
+	// taking layers from warm peers with peers.enabled and an API server.
 	Open func(context.Context, *config.NodeConfig, *slog.Logger) (prefetch.Images, error)
 	// Attempts per pull before the image is reported failed. Default 5.
 	Attempts int
@@ -49,9 +50,6 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.Open == nil {
-		o.Open = Open
-	}
 	if o.Attempts <= 0 {
 		o.Attempts = 5
 	}
@@ -135,6 +133,16 @@ func New(deps daemon.Deps, opts Options) *Manager {
 		opts: opts, log: log.With("part", "images"), store: deps.Store, met: met, cfg: deps.Config,
 		entries: map[string]*entry{}, sem: make(chan struct{}, max(1, deps.Config.ImagePull.Concurrency)),
 		reconf: make(chan struct{}, 1),
+	}
+	if m.opts.Open == nil {
+		var pm *metrics.Peers
+		if deps.Metrics != nil {
+			pm = deps.Metrics.Peers
+		}
+		kube := deps.Kube
+		m.opts.Open = func(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefetch.Images, error) {
+			return OpenWithPeers(ctx, cfg, log, m.backendPeers(cfg, kube, pm))
+		}
 	}
 	if deps.Node != nil {
 		deps.Node.OnLabels(m.Resync)

@@ -22,12 +22,18 @@ import (
 // Open builds the backend config.Containerd.Backend asks for: containerd, embedded, or auto
 // (containerd when its socket answers, else embedded under <dataDir>/images).
 func Open(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger) (prefetch.Images, error) {
+	return OpenWithPeers(ctx, cfg, log, nil)
+}
+
+// OpenWithPeers is Open with a containerd backend that takes layers from warm peers first (peers
+// nil: from the registry alone). The manager opens its backend this way.
+func OpenWithPeers(ctx context.Context, cfg *config.NodeConfig, log *slog.Logger, peers *containerd.Peers) (prefetch.Images, error) {
 	reg := Registry(cfg)
 	openCD := func() (prefetch.Images, error) {
 		o := containerd.Options{
 			Address: cfg.Containerd.Address, Namespace: cfg.Containerd.Namespace,
 			Snapshotter: cfg.Containerd.Snapshotter, Registry: reg, Log: log,
-			Path: apiPath(cfg.Containerd.Unpack),
+			Path: apiPath(cfg.Containerd.Unpack), Peers: peers,
 		}
 		if o.Path == containerd.PathWarmd {
 			idx, err := openIndexes(ctx, cfg, log)

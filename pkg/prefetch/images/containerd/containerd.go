@@ -16,14 +16,17 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	client "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/oci"
 )
@@ -55,6 +58,9 @@ type Options struct {
 	// Indexes keeps gzip checkpoint indexes for the warmd path; nil keeps none (every layer
 	// inflates serially).
 	Indexes IndexStore
+	// Peers, when set, has layer blobs taken from warm peers before the daemon fetches the rest
+	// (peers.go).
+	Peers *Peers
 	// DialTimeout bounds connecting to the socket. Default 10s.
 	DialTimeout time.Duration
 	Log         *slog.Logger
@@ -69,6 +75,12 @@ type Backend struct {
 	info    prefetch.BackendInfo
 	path    string
 	version string
+
+	contentOnce sync.Once
+	content     *fsroot.Root // the daemon's content store root, for peers (nil: not visible)
+	servedMu    sync.Mutex
+	served      map[digest.Digest]int64
+	servedAt    time.Time
 }
 
 var _ prefetch.Images = (*Backend)(nil)

@@ -126,7 +126,12 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 	}
 	fetched := make(chan error, 1)
 	tr := oci.NewTracker(r, progress)
-	go func() { fetched <- b.transferContent(ctx, r, tr, markReady) }()
+	go func() {
+		// Layers warm peers hold come from them first (each ready as it lands, so its apply starts);
+		// the daemon then fetches what is left, finding those in the content store.
+		b.fromPeers(ctx, r, layers[first:], markReady)
+		fetched <- b.transferContent(ctx, r, tr, markReady)
+	}()
 
 	keys := make([]string, len(layers))
 	implicit := make([]*implicitDirs, len(layers))

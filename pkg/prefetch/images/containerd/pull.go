@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/core/transfer/image"
 	"github.com/containerd/containerd/v2/core/transfer/registry"
 	"github.com/containerd/platforms"
+	"github.com/opencontainers/go-digest"
 
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/oci"
@@ -23,6 +24,11 @@ func pullLabels() map[string]string {
 // platform. Credentials travel back to this process over the transfer stream, so secrets never
 // reach containerd's config.
 func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progress func(prefetch.Progress)) error {
+	ctx, done, err := b.peerPhase(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer done()
 	reg, err := b.transferSource(ctx, r)
 	if err != nil {
 		return err
@@ -82,6 +88,11 @@ func (b *Backend) pullClient(ctx context.Context, r prefetch.Resolved, progress 
 	if err != nil {
 		return err
 	}
+	ctx, done, err := b.peerPhase(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer done()
 	res := oci.FixedResolver(b.opts.Registry.Resolver(ctx, pr.Host), r.Name, r.Target)
 	tr := oci.NewTracker(r, progress)
 	pollCtx, stop := context.WithCancel(ctx)
@@ -111,4 +122,35 @@ func (c credHelper) GetCredentials(_ context.Context, _, host string) (registry.
 		return registry.Credentials{}, err
 	}
 	return registry.Credentials{Host: host, Username: u, Secret: s}, nil
+}
+
+// peerPhase, with peers configured, takes under a lease (returned in ctx, ended by done) the
+// manifest, the config and the layers warm peers hold into the content store before the daemon
+// pulls: the daemon then finds them there and fetches only the rest from the registry. Without
+// peers it changes nothing.
+func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved) (context.Context, func(), error) {
+	if b.opts.Peers == nil {
+		return ctx, func() {}, nil
+	}
+	pr, err := oci.ParseRef(r.Name)
+	if err != nil {
+		return ctx, nil, err
+	}
+	ctx, end, err := b.client.WithLease(ctx)
+	if err != nil {
+		return ctx, nil, fmt.Errorf("lease for %s: %w", r.Name, err)
+	}
+	done := func() { _ = end(context.WithoutCancel(ctx)) }
+	fetcher, err := b.opts.Registry.Resolver(ctx, pr.Host).Fetcher(ctx, r.Name)
+	if err != nil {
+		done()
+		return ctx, nil, fmt.Errorf("fetcher for %s: %w", r.Name, err)
+	}
+	manifest, _, err := b.fetchMeta(ctx, r, fetcher)
+	if err != nil {
+		done()
+		return ctx, nil, err
+	}
+	b.fromPeers(ctx, r, manifest.Layers, func(digest.Digest) {})
+	return ctx, done, nil
 }

@@ -34,6 +34,7 @@ type Registry struct {
 
 	mu       sync.Mutex
 	corrupt  map[string]bool // blob digests served with a flipped first byte
+	gets     map[string]int  // blob GETs answered, by digest
 	pushed   []string        // manifest and index digests pushed, for cleanup
 	gate     chan struct{}   // non-nil: blob GETs wait for it to close
 	entered  chan struct{}   // closed at the first gated blob GET
@@ -74,7 +75,14 @@ func NewRegistry(t testing.TB, o Options) *Registry {
 			}
 		}
 		r.mu.Lock()
-		bad := r.corrupt[req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]]
+		last := req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]
+		bad := r.corrupt[last]
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+			if r.gets == nil {
+				r.gets = map[string]int{}
+			}
+			r.gets[last]++
+		}
 		r.mu.Unlock()
 		if bad && req.Method == http.MethodGet {
 			w = &flipWriter{ResponseWriter: w}
@@ -109,6 +117,13 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 		return f.ResponseWriter.Write(q)
 	}
 	return f.ResponseWriter.Write(p)
+}
+
+// BlobGets is how many GETs of blob d (sha256:…) the registry answered.
+func (r *Registry) BlobGets(d string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gets[d]
 }
 
 // Close stops the registry (to test a registry that is down).
