@@ -78,7 +78,9 @@ type Peers struct {
 	// renewing its Lease (it died) is replaced within 15s by a waiting node. Default 10m. Range: 1s..24h.
 	SeedWait metav1.Duration `json:"seedWait,omitempty"`
 	// StallTimeout drops a peer whose answer spent this long waiting on the network while receiving
-	// under 64 KiB (its chunk continues from the origin). Default 10s. Range: 1s..10m.
+	// under 64 KiB (its chunk continues from the origin); serving, it closes the connection of a
+	// downloader that took this long to accept one piece (its slot is freed). Default 10s. Range:
+	// 1s..10m.
 	StallTimeout metav1.Duration `json:"stallTimeout,omitempty"`
 }
 

@@ -131,7 +131,7 @@ func (p *Part) build(cfg *config.NodeConfig) (*server, error) {
 		pub = func(string, string) bool { return false }
 	}
 	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, ImageBlobs: p.opts.ImageBlobs, UploadLimit: cfg.Peers.UploadLimit.Value(),
-		ServeSlots: cfg.Peers.ServeSlots, Metrics: p.m, Log: p.log, Published: pub})
+		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub})
 	return s, nil
 }
 

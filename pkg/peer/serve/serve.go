@@ -65,6 +65,10 @@ type Options struct {
 	ServeSlots int
 	// SlotIdle is how long a downloader keeps its slot after its last request. Default DefaultSlotIdle.
 	SlotIdle time.Duration
+	// WriteStall ends a response whose next piece could not be sent for this long (a client that
+	// stops reading, or reads a trickle): its connection is closed and its slot freed, so slow
+	// clients cannot hold the slots. Default DefaultWriteStall.
+	WriteStall time.Duration
 	// Metrics counts served bytes and refusals; nil: counted nowhere.
 	Metrics *metrics.Peers
 	Log     *slog.Logger
@@ -81,10 +85,17 @@ type Handler struct {
 
 var _ http.Handler = (*Handler)(nil)
 
+// DefaultWriteStall: a warm peer's downloader reads as fast as its disk writes; one that takes 10 s
+// to accept 256 KiB (the largest piece) is gone or hostile.
+const DefaultWriteStall = 10 * time.Second
+
 // New returns a Handler.
 func New(opts Options) *Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.WriteStall <= 0 {
+		opts.WriteStall = DefaultWriteStall
 	}
 	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
 	if opts.UploadLimit > 0 {
@@ -201,7 +212,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(peer.HeaderSize, strconv.FormatInt(size, 10))
 	// ServeContent answers Range (and HEAD) itself; the zero modtime keeps it from adding validators.
-	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context()}, r, "", time.Time{}, fh)
+	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context(), rc: http.NewResponseController(w)}, r, "", time.Time{}, fh)
 }
 
 // capped is the ResponseWriter every body goes through: bytes wait for the shared upload cap, in
@@ -212,14 +223,19 @@ type capped struct {
 	http.ResponseWriter
 	h   *Handler
 	ctx context.Context
+	rc  *http.ResponseController
 }
 
-// pace waits until n bytes may be sent under the cap.
+// pace waits until n bytes may be sent under the cap, then gives the piece WriteStall to reach the
+// client (the connection's write deadline; past it the write fails and the response ends).
 func (c *capped) pace(n int) error {
-	if c.h.limiter == nil {
-		return nil
+	if c.h.limiter != nil {
+		if err := c.h.limiter.WaitN(c.ctx, n); err != nil {
+			return err
+		}
 	}
-	return c.h.limiter.WaitN(c.ctx, n)
+	_ = c.rc.SetWriteDeadline(time.Now().Add(c.h.opts.WriteStall)) // unsupported: no deadline, as before
+	return nil
 }
 
 // count records n bytes sent.
