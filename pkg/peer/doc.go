@@ -54,6 +54,14 @@ const ImageBlobPath = "/v1/images/blobs/sha256/"
 // ImageBlobURL is the URL of the image layer blob with digest sha on the peer at base.
 func ImageBlobURL(base, sha string) string { return base + ImageBlobPath + sha }
 
+// ImageIndexPath is the path prefix of the gzip checkpoint index a node keeps for a layer it
+// serves, by the layer's sha256: the index lets a fresh node decode the layer on every core. It is
+// hostile input to the fetcher like any index (validated, its output checked against the diff ID).
+const ImageIndexPath = "/v1/images/indexes/sha256/"
+
+// ImageIndexURL is the URL of the checkpoint index of the layer with digest sha on the peer at base.
+func ImageIndexURL(base, sha string) string { return base + ImageIndexPath + sha }
+
 // The label values both fetching sides (weights, compile-cache bundles) give the shared peer
 // metrics: where bytes came from (warmd_peer_fetched_bytes_total's from label) and why a peer was
 // dropped (warmd_peer_dropped_total's reason label).

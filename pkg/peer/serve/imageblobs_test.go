@@ -28,7 +28,12 @@ func (d layerDir) OpenBlob(_ context.Context, sha string) (*os.File, error) {
 	return f, nil
 }
 
-func TestServeImageBlobs(t *testing.T) {
+// OpenIndex serves <sha>.idx.
+func (d layerDir) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
+	return d.OpenBlob(ctx, sha+".idx")
+}
+
+func TestServeImageLayers(t *testing.T) {
 	dir := t.TempDir()
 	data := []byte(strings.Repeat("layer bytes ", 1000))
 	sum := sha256.Sum256(data)
@@ -36,11 +41,20 @@ func TestServeImageBlobs(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, sha), data, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	with := httptest.NewServer(serve.New(serve.Options{Auth: allow{}, ImageBlobs: layerDir(dir)}))
+	if err := os.WriteFile(filepath.Join(dir, sha+".idx"), []byte("the index"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Repeat("0", 64)
+	with := httptest.NewServer(serve.New(serve.Options{Auth: allow{}, ImageLayers: layerDir(dir)}))
 	defer with.Close()
 	without := httptest.NewServer(serve.New(serve.Options{Auth: allow{}}))
 	defer without.Close()
-	other := strings.Repeat("0", 64)
+	if resp, body := peertest.Get(t, http.MethodGet, peer.ImageIndexURL(with.URL, sha), "ok", ""); resp.StatusCode != http.StatusOK || string(body) != "the index" {
+		t.Errorf("the layer's index: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := peertest.Get(t, http.MethodGet, peer.ImageIndexURL(with.URL, other), "ok", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the index of a layer not held: %d, want 404", resp.StatusCode)
+	}
 	for _, tc := range []struct {
 		name, base, sha, token, rng string
 		method                      string

@@ -31,9 +31,9 @@ type PartOptions struct {
 	// OpenBundles opens the dir of compile-cache bundles the cache part verified and kept, by
 	// digest, under the data dir; nil: no bundle is served.
 	OpenBundles func(dataDir string) (*fsroot.Root, error)
-	// ImageBlobs opens the layer blobs of the images the images part pulled and pinned; nil: no
+	// ImageLayers opens the layer blobs of the images the images part pulled and pinned; nil: no
 	// layer is served.
-	ImageBlobs BlobOpener
+	ImageLayers LayerOpener
 }
 
 // Part runs the peer server on peers.listen for the daemon. It always exists: with peers.enabled
@@ -130,7 +130,7 @@ func (p *Part) build(cfg *config.NodeConfig) (*server, error) {
 	if pub == nil {
 		pub = func(string, string) bool { return false }
 	}
-	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, ImageBlobs: p.opts.ImageBlobs, UploadLimit: cfg.Peers.UploadLimit.Value(),
+	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, ImageLayers: p.opts.ImageLayers, UploadLimit: cfg.Peers.UploadLimit.Value(),
 		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub})
 	return s, nil
 }

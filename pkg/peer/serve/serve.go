@@ -55,9 +55,9 @@ type Options struct {
 	Published func(model, revision string) bool
 	// Bundles is the kept compile-cache bundle dir (cache.KeptDir); nil: no bundle is served.
 	Bundles *fsroot.Root
-	// ImageBlobs opens the layer blobs of the images the node pulled and pinned (imageblobs.go);
+	// ImageLayers opens the layer blobs of the images the node pulled and pinned (imageblobs.go);
 	// nil: no layer is served.
-	ImageBlobs BlobOpener
+	ImageLayers LayerOpener
 	// UploadLimit caps the bytes per second served to all peers together; <= 0: no cap.
 	UploadLimit int64
 	// ServeSlots bounds the downloaders (nodes) served at once (see slots; more are taken while they
@@ -120,7 +120,8 @@ func (h *Handler) refuse(w http.ResponseWriter, code int, reason, msg string) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	digest, isBundle := strings.CutPrefix(r.URL.Path, peer.BundlePath)
 	layer, isLayer := strings.CutPrefix(r.URL.Path, peer.ImageBlobPath)
-	if r.URL.Path != peer.WeightsPath && !isBundle && !isLayer {
+	layerIndex, isIndex := strings.CutPrefix(r.URL.Path, peer.ImageIndexPath)
+	if r.URL.Path != peer.WeightsPath && !isBundle && !isLayer && !isIndex {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "not found")
 		return
 	}
@@ -150,7 +151,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if isLayer {
-		h.serveImageBlob(w, r, layer)
+		h.serveImageBlob(w, r, layer, false)
+		return
+	}
+	if isIndex {
+		h.serveImageBlob(w, r, layerIndex, true)
 		return
 	}
 	q := r.URL.Query()

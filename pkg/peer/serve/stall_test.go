@@ -30,7 +30,7 @@ func TestAClientThatStopsReadingLosesItsSlot(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, sha), data, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(serve.New(serve.Options{Auth: allow{}, ImageBlobs: layerDir(dir), ServeSlots: 1,
+	srv := httptest.NewServer(serve.New(serve.Options{Auth: allow{}, ImageLayers: layerDir(dir), ServeSlots: 1,
 		SlotIdle: 100 * time.Millisecond, WriteStall: 500 * time.Millisecond}))
 	defer srv.Close()
 	url := peer.ImageBlobURL(srv.URL, sha)

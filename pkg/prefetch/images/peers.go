@@ -22,24 +22,37 @@ import (
 // MetricsModel is the model label of warmd_peer_fetched_bytes_total for image layer bytes.
 const MetricsModel = "image"
 
-// blobOpener is what a backend offers the peer server: the layer blobs of the images it pulled and
-// pinned (the containerd backend; the embedded store serves none).
-type blobOpener interface {
+// layerOpener is what a backend offers the peer server: the layer blobs of the images it pulled
+// and pinned and their checkpoint indexes (the containerd backend; the embedded store serves none).
+type layerOpener interface {
 	OpenBlob(ctx context.Context, sha string) (*os.File, error)
+	OpenIndex(ctx context.Context, sha string) (*os.File, error)
 }
 
-var _ blobOpener = (*containerd.Backend)(nil)
+var _ layerOpener = (*containerd.Backend)(nil)
+
+func (m *Manager) layers() (layerOpener, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.backend.(layerOpener)
+	return b, ok
+}
 
 // OpenBlob hands the peer server a layer blob of an image this node pulled and pinned, from the
 // backend open now; fs.ErrNotExist when there is none or it cannot serve layers.
 func (m *Manager) OpenBlob(ctx context.Context, sha string) (*os.File, error) {
-	m.mu.Lock()
-	b, ok := m.backend.(blobOpener)
-	m.mu.Unlock()
-	if !ok {
-		return nil, fs.ErrNotExist
+	if b, ok := m.layers(); ok {
+		return b.OpenBlob(ctx, sha)
 	}
-	return b.OpenBlob(ctx, sha)
+	return nil, fs.ErrNotExist
+}
+
+// OpenIndex hands the peer server the checkpoint index kept for such a layer.
+func (m *Manager) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
+	if b, ok := m.layers(); ok {
+		return b.OpenIndex(ctx, sha)
+	}
+	return nil, fs.ErrNotExist
 }
 
 // layerPeers is how the containerd backend finds and reads warm peers' layers for the manager:

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/inflate"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images/peerblobs"
 )
@@ -81,11 +82,33 @@ func (b *Backend) openContent(ctx context.Context) *fsroot.Root {
 	return b.content
 }
 
+// LocalIndexes is what an IndexStore offers the peer paths (layerindex.Dir and Shared): this node's
+// own index file of a layer, to serve, and a store that keeps an index from a peer on this node only
+// (never shared on before a decode proved it).
+type LocalIndexes interface {
+	Open(layer digest.Digest) (*os.File, error)
+	PutLocal(ctx context.Context, layer digest.Digest, index []byte) error
+}
+
+// OpenIndex implements the peer server's LayerOpener: the checkpoint index this node keeps for a
+// layer it serves (see OpenBlob).
+func (b *Backend) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
+	d := digest.NewDigestFromEncoded(digest.SHA256, sha)
+	li, ok := b.opts.Indexes.(LocalIndexes)
+	if d.Validate() != nil || !ok {
+		return nil, fs.ErrNotExist
+	}
+	if _, served := b.servedLayers(ctx)[d]; !served {
+		return nil, fs.ErrNotExist
+	}
+	return li.Open(d)
+}
+
 func blobPath(d digest.Digest) fsroot.Path {
 	return fsroot.MustPath("blobs/sha256/" + d.Encoded()) // callers checked d is a sha256 digest
 }
 
-// OpenBlob implements the peer server's BlobOpener: the blob with sha256 sha, when it is a layer of
+// OpenBlob implements the peer server's LayerOpener: the blob with sha256 sha, when it is a layer of
 // an image warmd pulled and pinned here (the managed images' manifests, looked at again at most
 // every 10 s), opened from the content store's own file.
 func (b *Backend) OpenBlob(ctx context.Context, sha string) (*os.File, error) {
@@ -220,7 +243,37 @@ func (b *Backend) fetchPlace(ctx context.Context, root *fsroot.Root, peers []str
 	if err := t.CommitNoReplace(blobPath(l.Digest)); err != nil && !errors.Is(err, fs.ErrExist) {
 		return res, fmt.Errorf("place layer %s in the content store: %w", l.Digest, err)
 	}
-	return res, b.share(ctx, l)
+	if err := b.share(ctx, l); err != nil {
+		return res, err
+	}
+	b.indexFromPeers(ctx, res.Holders, l)
+	return res, nil
+}
+
+// indexFromPeers keeps the checkpoint index of gzip layer l from one of the peers that held it,
+// when this node has none: the layer then decodes on every core at once. The index is validated
+// against the layer's size before it is kept, and its decode is checked against the diff ID like any
+// index; one that fails costs a serial decode.
+func (b *Backend) indexFromPeers(ctx context.Context, holders []string, l ocispec.Descriptor) {
+	li, ok := b.opts.Indexes.(LocalIndexes)
+	if !ok || mediaKind(l.MediaType) != "gzip" {
+		return
+	}
+	if p, err := b.opts.Indexes.Get(ctx, l.Digest); err == nil && p != nil {
+		return
+	}
+	p, from, err := peerblobs.FetchIndex(ctx, b.opts.Peers.Fetch, holders, l.Digest, MaxIndexBytes)
+	if err != nil {
+		b.opts.Log.Debug("no checkpoint index from peers", "layer", l.Digest.String(), "err", err)
+		return
+	}
+	if _, err := inflate.UnmarshalIndex(p, l.Size); err != nil {
+		b.opts.Log.Warn("a peer's checkpoint index is not valid for the layer; it decodes serially", "peer", from, "layer", l.Digest.String(), "err", err)
+		return
+	}
+	if err := li.PutLocal(ctx, l.Digest, p); err != nil {
+		b.opts.Log.Warn("could not keep a peer's checkpoint index", "layer", l.Digest.String(), "err", err)
+	}
 }
 
 // share commits the blob l, present in the content store's dir, into the namespace: with

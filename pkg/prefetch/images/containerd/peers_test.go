@@ -13,11 +13,14 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"warmd.io/warmd/internal/peertest"
+	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/auth"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/prefetch/images/containerd"
 	"warmd.io/warmd/pkg/prefetch/images/internal/imagetest"
+	"warmd.io/warmd/pkg/prefetch/images/layerindex"
 	"warmd.io/warmd/pkg/prefetch/images/oci"
 	"warmd.io/warmd/pkg/prefetch/images/peerblobs"
 )
@@ -39,7 +42,7 @@ func warmNode(t *testing.T, reg *imagetest.Registry, ref string, wrap func(http.
 	d := imagetest.StartDaemon(t, "2")
 	wb := newBackend(t, d.Socket, "", oci.Registry{})
 	pull(t, wb, ref)
-	var h http.Handler = serve.New(serve.Options{Auth: allowToken{}, ImageBlobs: wb})
+	var h http.Handler = serve.New(serve.Options{Auth: allowToken{}, ImageLayers: wb})
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -168,4 +171,59 @@ func contentRoot(t *testing.T, b *containerd.Backend) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// TestIndexFromAWarmPeer: the warm node inflated the big gzip layer and kept its checkpoint index;
+// a fresh node takes the layer and the index from it, and decodes the layer on every core at its
+// first pull (no index anywhere else), with nothing from the registry but the manifest and config.
+func TestIndexFromAWarmPeer(t *testing.T) {
+	socket := testenv.Containerd(t)
+	reg := imagetest.NewRegistry(t, imagetest.Options{})
+	imagetest.CleanupDaemon(t, socket, "warmd-unpack", reg)
+	img, _ := bigImage(t)
+	reg.Push(t, "idx/from-peer:v1", img)
+	ref := reg.Ref("idx/from-peer:v1")
+	indexes := func() *layerindex.Dir {
+		root, err := fsroot.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := layerindex.Open(root, fsroot.MustPath("gzindex"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	warm := imagetest.StartDaemon(t, "2")
+	wb, err := containerd.New(t.Context(), containerd.Options{Address: warm.Socket, Namespace: "k8s.io", Snapshotter: "overlayfs",
+		Path: containerd.PathWarmd, Indexes: indexes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	pull(t, wb, ref)
+	if s := wb.Unpacked(); s.IndexesBuilt != 1 {
+		t.Fatalf("the warm node built %d indexes, want 1 (the case needs one to share): %+v", s.IndexesBuilt, s)
+	}
+	srv := httptest.NewServer(serve.New(serve.Options{Auth: allowToken{}, ImageLayers: wb}))
+	t.Cleanup(srv.Close)
+
+	fromRegistry := registryGets(t, reg, img)
+	var dr peerDrops
+	fb, err := containerd.New(t.Context(), containerd.Options{Address: socket, Namespace: "warmd-unpack", Snapshotter: "overlayfs",
+		Path: containerd.PathWarmd, Indexes: indexes(), Peers: freshPeers([]string{srv.URL}, &dr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fb.Close() })
+	pull(t, fb, ref)
+	if s := fb.Unpacked(); s.Indexed != 1 || s.IndexesDiscarded != 0 {
+		t.Errorf("fresh node's unpack %+v: want the layer decoded from the peer's index", s)
+	}
+	for l, n := range fromRegistry() {
+		if n != 0 {
+			t.Errorf("layer %s: %d GETs from the registry, want 0", l[:19], n)
+		}
+	}
 }

@@ -39,6 +39,10 @@ import (
 // any is missing New says which and the backend uses the daemon's unpack instead.
 const PathWarmd = "warmd"
 
+// MaxIndexBytes bounds one stored index, wherever it comes from (an index of a 100 GiB layer at the
+// default span is ~64 MiB before compression; windows of real layers compress several-fold).
+const MaxIndexBytes = 128 << 20
+
 // IndexStore keeps gzip checkpoint indexes by the compressed layer's digest, so a layer inflated once
 // decodes on every core the next time, here or (through a shared store) on other nodes. An index is
 // hostile input: it is validated before use and its output is always checked against the diff ID.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -69,6 +70,21 @@ func bigLayer(t *testing.T) []byte {
 	return b.Bytes()
 }
 
+// bigImage is a one-layer image of bigLayer.
+func bigImage(t *testing.T) (v1.Image, v1.Layer) {
+	t.Helper()
+	z := bigLayer(t)
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(z)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, l
+}
+
 // warmdBackend uses its own namespace: the CRI plugin adds alias refs to images in k8s.io, which
 // would keep a removed image's snapshots alive for a while.
 func warmdBackend(t *testing.T, socket string, idx containerd.IndexStore) *containerd.Backend {
@@ -90,15 +106,7 @@ func TestUnpackIndex(t *testing.T) {
 	socket := testenv.Containerd(t)
 	reg := imagetest.NewRegistry(t, imagetest.Options{})
 	imagetest.CleanupDaemon(t, socket, "warmd-unpack", reg)
-	z := bigLayer(t)
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(z)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, l)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, l := bigImage(t)
 	reg.Push(t, "idx/big:v1", img)
 	ld, _ := l.Digest()
 	ld2, _ := l.DiffID() // a one-layer image's chain ID is its diff ID
@@ -145,7 +153,8 @@ func TestUnpackIndex(t *testing.T) {
 		t.Fatalf("first pull's layer: %+v, want warmd's serial decoder that built an index", u)
 	}
 	p, _ := idx.Get(t.Context(), layer)
-	x, err := inflate.UnmarshalIndex(p, int64(len(z)))
+	size, _ := l.Size()
+	x, err := inflate.UnmarshalIndex(p, size)
 	if err != nil || len(x.Points) < 2 {
 		t.Fatalf("stored index: %v, %d points", err, len(x.Points))
 	}

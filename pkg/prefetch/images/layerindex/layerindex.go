@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	digest "github.com/opencontainers/go-digest"
 
@@ -17,9 +18,8 @@ import (
 	"warmd.io/warmd/pkg/prefetch/images/containerd"
 )
 
-// MaxIndexBytes bounds one stored index (an index of a 100 GiB layer at the default span is ~64 MiB
-// before compression; windows of real layers compress several-fold).
-const MaxIndexBytes = 128 << 20
+// MaxIndexBytes bounds one stored index (containerd.MaxIndexBytes).
+const MaxIndexBytes = containerd.MaxIndexBytes
 
 // Dir is an IndexStore in a directory of the data dir.
 type Dir struct {
@@ -27,7 +27,10 @@ type Dir struct {
 	dir  fsroot.Path
 }
 
-var _ containerd.IndexStore = (*Dir)(nil)
+var (
+	_ containerd.IndexStore   = (*Dir)(nil)
+	_ containerd.LocalIndexes = (*Dir)(nil)
+)
 
 // Open keeps indexes under dir (a path inside root), creating it.
 func Open(root *fsroot.Root, dir fsroot.Path) (*Dir, error) {
@@ -67,6 +70,20 @@ func (d *Dir) Put(_ context.Context, layer digest.Digest, index []byte) error {
 		return err
 	}
 	return d.root.WriteFile(p, index, 0o644)
+}
+
+// Open opens the stored index of layer for reading (the peer server sends it to fresh nodes).
+func (d *Dir) Open(layer digest.Digest) (*os.File, error) {
+	p, err := d.path(layer)
+	if err != nil {
+		return nil, err
+	}
+	return d.root.Open(p)
+}
+
+// PutLocal is Put: a Dir has nothing beyond this node.
+func (d *Dir) PutLocal(ctx context.Context, layer digest.Digest, index []byte) error {
+	return d.Put(ctx, layer, index)
 }
 
 // Remove drops layer's index (one that failed to decode its layer).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path"
 	"sync"
 	"time"
@@ -40,7 +41,10 @@ type Shared struct {
 	slots   chan struct{} // uploads in flight
 }
 
-var _ containerd.IndexStore = (*Shared)(nil)
+var (
+	_ containerd.IndexStore   = (*Shared)(nil)
+	_ containerd.LocalIndexes = (*Shared)(nil)
+)
 
 // Time bounds on one index's read and upload (an index is a few MiB for a layer of several GiB).
 const (
@@ -149,6 +153,15 @@ func (s *Shared) Put(ctx context.Context, layer digest.Digest, index []byte) err
 		}
 	}()
 	return nil
+}
+
+// Open opens this node's index of layer (the peer server sends it to fresh nodes).
+func (s *Shared) Open(layer digest.Digest) (*os.File, error) { return s.local.Open(layer) }
+
+// PutLocal keeps an index from elsewhere (a peer) here only: it is not uploaded before a decode
+// proved it (a node that uses it builds none, and the bucket keeps the first node's own).
+func (s *Shared) PutLocal(ctx context.Context, layer digest.Digest, index []byte) error {
+	return s.local.Put(ctx, layer, index)
 }
 
 // Remove drops layer's index here (one that failed to decode its layer) and stops this process

@@ -92,9 +92,10 @@ func (o *Options) defaults() {
 
 // Result says where a fetched blob came from.
 type Result struct {
-	Peers   int   // peers that held it and were asked for pieces
-	Bytes   int64 // bytes taken from them (the blob's size, on success)
-	Dropped int   // peers dropped during the fetch
+	Holders []string // the peers that held it (base URLs)
+	Peers   int      // peers that held it and were asked for pieces
+	Bytes   int64    // bytes taken from them (the blob's size, on success)
+	Dropped int      // peers dropped during the fetch
 }
 
 // Fetch writes the blob d of size bytes into f (from offset 0, f's size made size) from the peers
@@ -112,7 +113,7 @@ func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size
 	if len(holders) == 0 {
 		return res, ErrNoPeer
 	}
-	res.Peers = len(holders)
+	res.Peers, res.Holders = len(holders), holders
 	if err := f.Truncate(size); err != nil {
 		return res, fmt.Errorf("size the blob file: %w", err)
 	}
@@ -191,6 +192,48 @@ func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size
 	return res, nil
 }
 
+// FetchIndex reads the checkpoint index a peer keeps for layer d from the first of peers that has
+// one (base URL returned), at most max bytes within the Stall rule. The index is hostile: the
+// caller validates it and checks its decode against the layer's diff ID.
+func FetchIndex(ctx context.Context, o Options, peers []string, d digest.Digest, max int64) ([]byte, string, error) {
+	o.defaults()
+	err := ErrNoPeer
+	for _, base := range peers {
+		var p []byte
+		if p, err = getIndex(ctx, o, base, d, max); err == nil {
+			return p, base, nil
+		}
+	}
+	return nil, "", err
+}
+
+func getIndex(ctx context.Context, o Options, base string, d digest.Digest, max int64) ([]byte, error) {
+	resp, err := do(ctx, o, http.MethodGet, peer.ImageIndexURL(base, d.Encoded()), "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, ErrNoPeer
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("index: %s", bounded.Text(resp.Status, 64))
+	case resp.ContentLength > max:
+		return nil, fmt.Errorf("index: %d bytes offered, at most %d", resp.ContentLength, max)
+	}
+	if err := bounded.CheckEncoding(resp.Header.Get("Content-Encoding")); err != nil {
+		return nil, err
+	}
+	p, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	if int64(len(p)) > max {
+		return nil, fmt.Errorf("index: over %d bytes", max)
+	}
+	return p, nil
+}
+
 // hashInOrder hashes f's pieces in order as they complete (a piece is hashed once every piece
 // before it is), so verification ends moments after the last byte lands. It returns when all n
 // are hashed, or when the workers are done (or ctx ended) with some missing.
@@ -253,7 +296,7 @@ func probe(ctx context.Context, o Options, peers []string, d digest.Digest, size
 func head(ctx context.Context, o Options, base string, d digest.Digest, size int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Probe)
 	defer cancel()
-	resp, err := do(ctx, o, http.MethodHead, base, d, "")
+	resp, err := do(ctx, o, http.MethodHead, peer.ImageBlobURL(base, d.Encoded()), "")
 	if err != nil {
 		return false, err
 	}
@@ -273,7 +316,7 @@ func head(ctx context.Context, o Options, base string, d digest.Digest, size int
 // getPiece reads bytes [off, off+n) of d from base into f at off, refusing an answer of any other
 // range or encoding and reading at most n bytes of it.
 func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off, n int64, f *os.File) error {
-	resp, err := do(ctx, o, http.MethodGet, base, d, fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	resp, err := do(ctx, o, http.MethodGet, peer.ImageBlobURL(base, d.Encoded()), fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	if err != nil {
 		return err
 	}
@@ -294,8 +337,8 @@ func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off,
 	return nil
 }
 
-func do(ctx context.Context, o Options, method, base string, d digest.Digest, rng string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, peer.ImageBlobURL(base, d.Encoded()), nil)
+func do(ctx context.Context, o Options, method, url, rng string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return nil, err
 	}

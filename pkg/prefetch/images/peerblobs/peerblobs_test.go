@@ -43,6 +43,11 @@ func (d dirBlobs) OpenBlob(_ context.Context, sha string) (*os.File, error) {
 	return f, nil
 }
 
+// OpenIndex serves <sha>.idx.
+func (d dirBlobs) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
+	return d.OpenBlob(ctx, sha+".idx")
+}
+
 // warmPeer is the real peer server holding blobs; wrap, when set, sits in front of it.
 func warmPeer(t *testing.T, blobs map[digest.Digest][]byte, wrap func(http.Handler) http.Handler) string {
 	t.Helper()
@@ -52,7 +57,7 @@ func warmPeer(t *testing.T, blobs map[digest.Digest][]byte, wrap func(http.Handl
 			t.Fatal(err)
 		}
 	}
-	var h http.Handler = serve.New(serve.Options{Auth: allow{}, ImageBlobs: dirBlobs(dir)})
+	var h http.Handler = serve.New(serve.Options{Auth: allow{}, ImageLayers: dirBlobs(dir)})
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -67,6 +72,34 @@ func blob(t *testing.T, n int) ([]byte, digest.Digest) {
 	r := rand.NewChaCha8([32]byte{byte(n), byte(n >> 8), byte(n >> 16)})
 	_, _ = r.Read(b)
 	return b, digest.FromBytes(b)
+}
+
+// TestFetchIndex: the first peer with an index for the layer gives it; a peer without one is
+// passed over; one larger than the bound is refused.
+func TestFetchIndex(t *testing.T) {
+	_, d := blob(t, 1<<10)
+	small, big := []byte("index bytes"), bytes.Repeat([]byte("i"), 4<<10)
+	dirWith := func(idx []byte) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, d.Encoded()+".idx"), idx, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(serve.New(serve.Options{Auth: allow{}, ImageLayers: dirBlobs(dir)}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	none := warmPeer(t, nil, nil)
+	var dr drops
+	p, from, err := peerblobs.FetchIndex(t.Context(), dr.opts(), []string{none, dirWith(small)}, d, 1<<10)
+	if err != nil || !bytes.Equal(p, small) || from == none {
+		t.Errorf("FetchIndex = %q from %s, %v: want the second peer's index", p, from, err)
+	}
+	if _, _, err := peerblobs.FetchIndex(t.Context(), dr.opts(), []string{dirWith(big)}, d, 1<<10); err == nil {
+		t.Error("an index of 4 KiB under a 1 KiB bound was taken")
+	}
+	if _, _, err := peerblobs.FetchIndex(t.Context(), dr.opts(), []string{none}, d, 1<<10); !errors.Is(err, peerblobs.ErrNoPeer) {
+		t.Errorf("no peer with an index: %v, want ErrNoPeer", err)
+	}
 }
 
 type drops struct {
