@@ -1,0 +1,147 @@
+package security
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"warmd.io/warmd/internal/peertest"
+	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/prefetch"
+)
+
+// TestMaliciousWarmPeer: on a real API server, a Node whose labels claim the model warm serves
+// every chunk warmd asks for with the right size and one byte flipped. warmd (`warmd run`, peers
+// on) verifies each file against the origin, refetches what the peer gave from the origin, drops
+// the peer as corrupt and reports it in the model's status and its log; the published model is
+// the origin's, byte for byte, the canary untouched, warmd's own peak RSS and the time bounded.
+func TestMaliciousWarmPeer(t *testing.T) {
+	kenv := kubeenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, b, files := outsideWorld(t)
+	const name = "sec/peer"
+	port := peertest.FreePort(t)
+	self, evil := peertest.IP(0), peertest.IP(1)
+	for n, ip := range map[string]string{"sec-node": self, "sec-evil": evil} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+		if n == "sec-evil" {
+			node.Labels = map[string]string{model.LabelKey(name): "warm"}
+		}
+		created, err := kenv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status = node.Status // addresses are status: written through the status subresource
+		if _, err := kenv.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The malicious peer: every file at its true size, each answer with one byte flipped.
+	var asked atomic.Int64
+	ln, err := net.Listen("tcp", net.JoinHostPort(evil, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, ok := files[r.URL.Query().Get("file")]
+		if r.URL.Path != peer.WeightsPath || !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		asked.Add(1)
+		bad := bytes.Clone(body)
+		bad[len(bad)/2] ^= 0xff
+		rw.Header().Set(peer.HeaderSize, strconv.Itoa(len(body)))
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(bad))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	token := filepath.Join(w.Work, "token")
+	if err := os.WriteFile(token, []byte("any-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.Config(map[string]string{
+		"s3":        b.S3Section(),
+		"models":    ModelsSection(map[string]string{"name": name, "source": b.URL("m/")}),
+		"readiness": fmt.Sprintf("{kubeconfig: %s, resync: 10s}", quoteYAML(kenv.Kubeconfig(t, "warmd-sec-peer", w.Work))),
+		"peers":     fmt.Sprintf("{enabled: true, listen: '%s:%s', tokenFile: %s, seedWait: 5s}", self, port, quoteYAML(token)),
+		"prewarm":   "{disabled: true}",
+	})
+	start := time.Now()
+	d := w.StartDaemon(cfg)
+	st := d.WaitModels(2*time.Minute, name)[name]
+	took := time.Since(start)
+	hwm := vmHWM(t, d)
+	d.Stop()
+
+	if st.State != prefetch.StateReady {
+		t.Fatalf("%s: %s (%s), want ready from the origin\n%s", name, st.State, st.Reason, tail(d.Log(), 3000))
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the malicious peer was never asked: the case tests nothing")
+	}
+	snaps, _ := filepath.Glob(filepath.Join(w.DataDir, "weights", "models--sec--peer", "snapshots", "*"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v, want one", snaps)
+	}
+	for f, want := range files {
+		got, err := os.ReadFile(filepath.Join(snaps[0], f))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("published %s differs from the origin's (%v)", f, err)
+		}
+	}
+	report, _ := json.Marshal(st)
+	if !strings.Contains(string(report), evil) || !strings.Contains(string(report), peer.DropCorrupt) {
+		t.Errorf("the model's status does not report the peer %s dropped as corrupt: %s", evil, report)
+	}
+	if !strings.Contains(d.Log(), "peer dropped from this download") || !strings.Contains(d.Log(), "reason="+peer.DropCorrupt) {
+		t.Errorf("the log does not report the corrupt peer:\n%s", tail(d.Log(), 3000))
+	}
+	t.Logf("peer asked %d times; ready in %s; warmd's peak RSS %d MiB; status %s", asked.Load(), took.Round(time.Millisecond), hwm>>20, report)
+	if took > time.Minute {
+		t.Errorf("ready after %s, bound 1m", took)
+	}
+	if hwm > 256<<20 {
+		t.Errorf("warmd's peak RSS %d MiB, bound 256 MiB", hwm>>20)
+	}
+	w.Check()
+}
+
+// vmHWM is the daemon's peak resident set (VmHWM: its own, since exec; ru_maxrss would count the
+// test process's memory shared before exec).
+func vmHWM(t *testing.T, d *Daemon) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	t.Fatal("no VmHWM in the daemon's /proc status")
+	return 0
+}
