@@ -21,7 +21,9 @@ func TestCaptureOfFilesThatGrow(t *testing.T) {
 	b := VersityBucket(t)
 	cfg := w.CacheConfig(b, b.URL("fleet"))
 	const files = 4
-	line := func(f, i int) []byte { return []byte(fmt.Sprintf("kernel %d line %08d %s\n", f, i, strings.Repeat("x", 200))) }
+	line := func(f, i int) []byte {
+		return []byte(fmt.Sprintf("kernel %d line %08d %s\n", f, i, strings.Repeat("x", 200)))
+	}
 	paths := make([]string, files)
 	for f := range paths {
 		paths[f] = filepath.Join(w.Tree("triton"), fmt.Sprintf("GROW%02d", f), "k.cubin")
