@@ -33,7 +33,7 @@ func decodeArgs(r io.Reader, maxNodes int) (*extenderv1.ExtenderArgs, error) {
 	var wa wireArgs
 	var names []string
 	namesSet := false
-	present, err := walkObject(dec, []string{"Pod", "Nodes", "NodeNames"}, map[string]bool{}, func(key string) error {
+	present, err := walkObject(dec, []string{"Pod", "Nodes", "NodeNames"}, func(key string) error {
 		switch key {
 		case "Pod":
 			return dec.Decode(&wa.Pod)
@@ -70,7 +70,8 @@ func decodeArgs(r io.Reader, maxNodes int) (*extenderv1.ExtenderArgs, error) {
 // walkObject reads one JSON object (or null: present false) from dec and calls member for each
 // key: with the matching name of known (case-insensitively, as encoding/json matches fields), else
 // with "". A known member sent twice is an error. member must consume the value.
-func walkObject(dec *json.Decoder, known []string, seen map[string]bool, member func(key string) error) (present bool, err error) {
+func walkObject(dec *json.Decoder, known []string, member func(key string) error) (present bool, err error) {
+	seen := map[string]bool{}
 	tok, err := dec.Token()
 	if err != nil {
 		return false, err
@@ -157,7 +158,7 @@ func decodeNames(dec *json.Decoder, max int) ([]string, bool, error) {
 // time, its list metadata as encoding/json would.
 func decodeNodeList(dec *json.Decoder, max int) (*corev1.NodeList, error) {
 	nl := &corev1.NodeList{}
-	present, err := walkObject(dec, []string{"kind", "apiVersion", "metadata", "items"}, map[string]bool{}, func(key string) error {
+	present, err := walkObject(dec, []string{"kind", "apiVersion", "metadata", "items"}, func(key string) error {
 		switch key {
 		case "kind":
 			return dec.Decode(&nl.Kind)

@@ -2,12 +2,8 @@ package serve
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"net/http"
 	"os"
-
-	"warmd.io/warmd/pkg/peer"
 )
 
 // LayerOpener opens, for serving, the layer blob with the given sha256 (64 lowercase hex digits,
@@ -21,35 +17,19 @@ type LayerOpener interface {
 
 // serveImageBlob answers GET and HEAD of peer.ImageBlobPath + digest, for a caller already
 // authenticated: a layer blob of an image the node pulled and pinned (Options.ImageLayers), ranged,
-// under the shared upload cap and, for a GET, one of the serving slots like a weight file.
-// With index set it answers peer.ImageIndexPath: the layer's checkpoint index, small, without a
-// slot.
+// under the shared upload cap and, for a GET, one of the serving slots like a weight file. With
+// index set it answers peer.ImageIndexPath: the layer's checkpoint index, small, without a slot.
 func (h *Handler) serveImageBlob(w http.ResponseWriter, r *http.Request, digest string, index bool) {
-	if !peer.ValidDigest(digest) {
-		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "layer digest: not 64 lowercase hex digits")
-		return
-	}
-	if h.opts.ImageLayers == nil {
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no image layers served here")
-		return
-	}
-	open := h.opts.ImageLayers.OpenBlob
+	var open func(context.Context, string) (*os.File, error)
+	what := "layer"
 	if index {
-		open = h.opts.ImageLayers.OpenIndex
+		what = "layer index"
 	}
-	fh, err := open(r.Context(), digest)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			h.opts.Log.Warn("peer request: layer blob unusable", "layer", digest[:12], "err", err)
+	if l := h.opts.ImageLayers; l != nil {
+		open = l.OpenBlob
+		if index {
+			open = l.OpenIndex
 		}
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "layer not held here")
-		return
 	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "layer not held here")
-		return
-	}
-	h.send(w, r, fh, fi.Size(), !index)
+	h.serveDigest(w, r, digest, what, open, !index)
 }

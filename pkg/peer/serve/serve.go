@@ -75,7 +75,7 @@ type Options struct {
 }
 
 // Handler serves GET and HEAD of peer.WeightsPath, of peer.BundlePath (bundles.go) and of
-// peer.ImageBlobPath (imageblobs.go).
+// peer.ImageBlobPath and peer.ImageIndexPath (imageblobs.go).
 type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request

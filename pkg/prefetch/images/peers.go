@@ -14,6 +14,7 @@ import (
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
+	"warmd.io/warmd/pkg/peer"
 	"warmd.io/warmd/pkg/peer/discover"
 	"warmd.io/warmd/pkg/prefetch/images/containerd"
 	"warmd.io/warmd/pkg/prefetch/images/peerblobs"
@@ -60,23 +61,22 @@ func (m *Manager) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
 type layerPeers struct {
 	m    *Manager
 	kube kubernetes.Interface
-	met  *metrics.Peers
 
 	mu     sync.Mutex
 	tokens *discover.TokenFile
 }
 
 // backendPeers is the Peers the containerd backend takes layers from; nil without an API server
-// (no Node labels to find peers by).
-// The node name and stall timeout are taken when the backend opens.
+// (no Node labels to find peers by). The node name and stall timeout are taken when the backend
+// opens.
 func (m *Manager) backendPeers(cfg *config.NodeConfig, kube kubernetes.Interface, met *metrics.Peers) *containerd.Peers {
 	if kube == nil {
 		return nil
 	}
-	lp := &layerPeers{m: m, kube: kube, met: met}
+	lp := &layerPeers{m: m, kube: kube}
 	o := peerblobs.Options{Token: lp.token, Node: cfg.NodeName, Stall: cfg.Peers.StallTimeout.Duration, Log: m.log}
 	if met != nil {
-		o.OnBytes = func(n int64) { met.FetchedBytes.WithLabelValues(MetricsModel, "peer").Add(float64(n)) }
+		o.OnBytes = func(n int64) { met.FetchedBytes.WithLabelValues(MetricsModel, peer.FromPeer).Add(float64(n)) }
 		o.OnDrop = func(_, reason string) { met.Dropped.WithLabelValues(reason).Inc() }
 	}
 	return &containerd.Peers{Find: lp.find, Fetch: o, MinSize: containerd.DefaultPeerMinSize, Layers: 2}

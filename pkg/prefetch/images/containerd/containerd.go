@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	client "github.com/containerd/containerd/v2/client"
@@ -78,6 +79,7 @@ type Backend struct {
 
 	contentOnce sync.Once
 	content     *fsroot.Root // the daemon's content store root, for peers (nil: not visible)
+	notShared   atomic.Bool  // the daemon refused a placed blob (ErrNotShared): peers are not asked again
 	servedMu    sync.Mutex
 	served      map[digest.Digest]int64
 	servedAt    time.Time

@@ -126,10 +126,14 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 	}
 	fetched := make(chan error, 1)
 	tr := oci.NewTracker(r, progress)
+	var peers []string
+	if first < len(layers) { // a layer is missing: peers may hold it
+		peers = b.peersFor(ctx, r)
+	}
 	go func() {
 		// Layers warm peers hold come from them first (each ready as it lands, so its apply starts);
 		// the daemon then fetches what is left, finding those in the content store.
-		b.fromPeers(ctx, r, layers[first:], markReady)
+		b.fromPeers(ctx, r, peers, layers[first:], markReady)
 		fetched <- b.transferContent(ctx, r, tr, markReady)
 	}()
 

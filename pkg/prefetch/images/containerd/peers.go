@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -163,14 +162,29 @@ func (b *Backend) servedLayers(ctx context.Context) map[digest.Digest]int64 {
 	return out
 }
 
-// fromPeers takes the layers of r that are not in the content store yet and that peers hold from
+// peersFor returns the peers to ask for r's layers: none without Peers, once the daemon refused a
+// placed blob, or when Find finds none (peers.enabled off among them), so a pull without peers
+// does no work for them.
+func (b *Backend) peersFor(ctx context.Context, r prefetch.Resolved) []string {
+	p := b.opts.Peers
+	if p == nil || p.Find == nil || b.notShared.Load() {
+		return nil
+	}
+	peers, err := p.Find(ctx, r.Name)
+	if err != nil {
+		b.opts.Log.Info("no peers asked for image layers", "image", r.Name, "err", err)
+	}
+	return peers
+}
+
+// fromPeers takes the layers of r that are not in the content store yet from the peers that hold
 // them, each verified against its digest, placed in the content store and committed into the
 // namespace under ctx's lease (the pull's), so the daemon's fetch finds it there and reads nothing
 // from the registry. ready is called with each layer so placed. A layer no peer holds, or whose
 // peers fail or send wrong bytes, is left to the daemon; fromPeers never fails the pull.
-func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, layers []ocispec.Descriptor, ready func(digest.Digest)) {
+func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []string, layers []ocispec.Descriptor, ready func(digest.Digest)) {
 	p := b.opts.Peers
-	if p == nil || p.Find == nil {
+	if len(peers) == 0 {
 		return
 	}
 	cs := b.client.ContentStore()
@@ -193,28 +207,25 @@ func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, layers []o
 	if root == nil {
 		return
 	}
-	peers, err := p.Find(ctx, r.Name)
-	if err != nil || len(peers) == 0 {
-		if err != nil {
-			b.opts.Log.Info("no peers asked for image layers", "image", r.Name, "err", err)
-		}
-		return
-	}
 	var g errgroup.Group
 	g.SetLimit(max(p.Layers, 1))
-	var notShared sync.Once
 	for _, l := range want {
 		g.Go(func() error {
+			if b.notShared.Load() {
+				return nil // the daemon cannot take a blob from peers: the registry serves them all
+			}
 			t0 := time.Now()
 			res, err := b.fetchPlace(ctx, root, peers, l)
 			switch {
 			case err == nil:
 				b.opts.Log.Info("layer taken from peers", "image", r.Name, "layer", l.Digest.String(), "bytes", l.Size,
-					"peers", res.Peers, "dropped", res.Dropped, "seconds", time.Since(t0).Seconds())
+					"peers", len(res.Holders), "dropped", res.Dropped, "seconds", time.Since(t0).Seconds())
 				ready(l.Digest)
 			case errors.Is(err, peerblobs.ErrNoPeer):
 			case errors.Is(err, ErrNotShared):
-				notShared.Do(func() { b.opts.Log.Warn("image layers cannot be taken from peers", "err", err) })
+				if !b.notShared.Swap(true) {
+					b.opts.Log.Warn("image layers cannot be taken from peers", "err", err)
+				}
 			default:
 				b.opts.Log.Warn("layer not taken from peers; the registry serves it", "image", r.Name, "layer", l.Digest.String(), "err", err)
 			}

@@ -124,12 +124,13 @@ func (c credHelper) GetCredentials(_ context.Context, _, host string) (registry.
 	return registry.Credentials{Host: host, Username: u, Secret: s}, nil
 }
 
-// peerPhase, with peers configured, takes under a lease (returned in ctx, ended by done) the
-// manifest, the config and the layers warm peers hold into the content store before the daemon
-// pulls: the daemon then finds them there and fetches only the rest from the registry. Without
-// peers it changes nothing.
+// peerPhase, when peers may hold r's layers (peersFor), takes under a lease (returned in ctx,
+// ended by done) the manifest, the config and the layers they hold into the content store before
+// the daemon pulls: the daemon then finds them there and fetches only the rest from the registry.
+// Otherwise it changes nothing and does no work.
 func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved) (context.Context, func(), error) {
-	if b.opts.Peers == nil {
+	peers := b.peersFor(ctx, r)
+	if len(peers) == 0 {
 		return ctx, func() {}, nil
 	}
 	pr, err := oci.ParseRef(r.Name)
@@ -151,6 +152,6 @@ func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved) (context.C
 		done()
 		return ctx, nil, err
 	}
-	b.fromPeers(ctx, r, manifest.Layers, func(digest.Digest) {})
+	b.fromPeers(ctx, r, peers, manifest.Layers, func(digest.Digest) {})
 	return ctx, done, nil
 }

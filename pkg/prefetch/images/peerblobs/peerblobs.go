@@ -92,8 +92,7 @@ func (o *Options) defaults() {
 
 // Result says where a fetched blob came from.
 type Result struct {
-	Holders []string // the peers that held it (base URLs)
-	Peers   int      // peers that held it and were asked for pieces
+	Holders []string // the peers that held it and were asked for pieces (base URLs)
 	Bytes   int64    // bytes taken from them (the blob's size, on success)
 	Dropped int      // peers dropped during the fetch
 }
@@ -113,68 +112,28 @@ func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size
 	if len(holders) == 0 {
 		return res, ErrNoPeer
 	}
-	res.Peers, res.Holders = len(holders), holders
+	res.Holders = holders
 	if err := f.Truncate(size); err != nil {
 		return res, fmt.Errorf("size the blob file: %w", err)
 	}
-	n := int((size + o.Piece - 1) / o.Piece)
-	queue := make(chan int, n) // every piece fits: a failed one is put back without blocking
-	for i := range n {
-		queue <- i
-	}
-	completed := make(chan int, n)
-	var left atomic.Int64
-	left.Store(int64(n))
-	finished := make(chan struct{})
-	var dropped atomic.Int32
+	j := newJob(o, d, size, f)
 	var wg sync.WaitGroup
 	for _, base := range holders {
 		var gone atomic.Bool
 		for range o.PerPeer {
-			wg.Go(func() {
-				for {
-					var i int
-					select {
-					case i = <-queue:
-					case <-finished:
-						return
-					case <-ctx.Done():
-						return
-					}
-					if gone.Load() {
-						queue <- i
-						return
-					}
-					off := int64(i) * o.Piece
-					if err := getPiece(ctx, o, base, d, off, min(o.Piece, size-off), f); err != nil {
-						queue <- i
-						if ctx.Err() == nil && gone.CompareAndSwap(false, true) {
-							dropped.Add(1)
-							o.Log.Warn("peer dropped for this layer", "peer", base, "layer", d.String(), "err", err)
-							if o.OnDrop != nil {
-								o.OnDrop(base, peer.DropError)
-							}
-						}
-						return
-					}
-					completed <- i
-					if left.Add(-1) == 0 {
-						close(finished)
-					}
-				}
-			})
+			wg.Go(func() { j.work(ctx, base, &gone) })
 		}
 	}
 	workersDone := make(chan struct{})
 	go func() { wg.Wait(); close(workersDone) }()
-	sum, hashErr := hashInOrder(ctx, f, n, o.Piece, size, completed, workersDone)
+	sum, hashErr := hashInOrder(ctx, f, j.n, o.Piece, size, j.completed, workersDone)
 	<-workersDone
-	res.Dropped = int(dropped.Load())
+	res.Dropped = int(j.dropped.Load())
 	if hashErr != nil {
 		return res, hashErr
 	}
-	if left.Load() > 0 {
-		return res, fmt.Errorf("every peer holding layer %s failed with %d of %d pieces left: %w", d, left.Load(), n, ErrNoPeer)
+	if left := j.left.Load(); left > 0 {
+		return res, fmt.Errorf("every peer holding layer %s failed with %d of %d pieces left: %w", d, left, j.n, ErrNoPeer)
 	}
 	if digest.NewDigestFromBytes(digest.SHA256, sum) != d {
 		for _, base := range holders {
@@ -190,6 +149,67 @@ func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size
 		o.OnBytes(size)
 	}
 	return res, nil
+}
+
+// job is one blob's pieces: those waiting (queue: every piece fits, so a failed one is put back
+// without blocking), those written (completed, for the hash) and how many are left.
+type job struct {
+	o         Options
+	d         digest.Digest
+	size      int64
+	f         *os.File
+	n         int
+	queue     chan int
+	completed chan int
+	left      atomic.Int64
+	finished  chan struct{} // closed when left reaches 0
+	dropped   atomic.Int32
+}
+
+func newJob(o Options, d digest.Digest, size int64, f *os.File) *job {
+	n := int((size + o.Piece - 1) / o.Piece)
+	j := &job{o: o, d: d, size: size, f: f, n: n, queue: make(chan int, n), completed: make(chan int, n), finished: make(chan struct{})}
+	for i := range n {
+		j.queue <- i
+	}
+	j.left.Store(int64(n))
+	return j
+}
+
+// work takes pieces from the queue and writes them from the peer at base until none is left, ctx
+// ends, or the peer fails (gone, shared by the peer's workers): its piece goes back, the peer is
+// dropped once, and its workers stop.
+func (j *job) work(ctx context.Context, base string, gone *atomic.Bool) {
+	for {
+		var i int
+		select {
+		case i = <-j.queue:
+		case <-j.finished:
+			return
+		case <-ctx.Done():
+			return
+		}
+		if gone.Load() {
+			j.queue <- i
+			return
+		}
+		off := int64(i) * j.o.Piece
+		if err := getPiece(ctx, j.o, base, j.d, off, min(j.o.Piece, j.size-off), j.f); err != nil {
+			j.queue <- i
+			if ctx.Err() == nil && gone.CompareAndSwap(false, true) {
+				j.dropped.Add(1)
+				j.o.Log.Warn("peer dropped for this layer", "peer", base, "layer", j.d.String(), "err", err)
+				if j.o.OnDrop != nil {
+					j.o.OnDrop(base, peer.DropError)
+				}
+			}
+			return
+		}
+		j.completed <- i
+		if j.left.Add(-1) == 0 {
+			close(j.finished)
+		}
+	}
 }
 
 // FetchIndex reads the checkpoint index a peer keeps for layer d from the first of peers that has

@@ -156,7 +156,7 @@ func TestFetchSpreadsPiecesOverEveryPeerThatHoldsTheBlob(t *testing.T) {
 	if !bytes.Equal(got, b) {
 		t.Fatal("fetched bytes differ")
 	}
-	if res.Peers != 2 || res.Bytes != int64(len(b)) || res.Dropped != 0 || len(dr.by) != 0 {
+	if len(res.Holders) != 2 || res.Bytes != int64(len(b)) || res.Dropped != 0 || len(dr.by) != 0 {
 		t.Errorf("result %+v, drops %v: want 2 peers, the whole blob, none dropped", res, dr.by)
 	}
 	if gets[0] == 0 || gets[1] == 0 || gets[2] != 0 || gets[0]+gets[1] != 17 {
