@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"warmd.io/warmd/pkg/assemble"
 	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
@@ -33,8 +35,9 @@ func newPrefetchImagesCommand(s cli.IOStreams) *cobra.Command {
 		Long: `Pull every image the config names (each model's image and config.images) through the backend
 warmd run would use (containerd.backend: auto, containerd or embedded), unpack it into the CRI's
 snapshotter, and pin it, once, in the foreground. It uses the same retries, size-scaled deadlines,
-registry credentials (imagePull.authFiles) and hosts.toml dir as the daemon. It never removes
-anything. Exit status 1 when any image failed (each failure is listed).`,
+registry credentials (imagePull.authFiles) and hosts.toml dir as the daemon; with peers.enabled it
+takes layers (and their checkpoint indexes) from warm peers first, found through the API server as
+the daemon finds them. It never removes anything. Exit status 1 when any image failed (each failure is listed).`,
 		Example: `  warmd prefetch images --config /etc/warmd/config.yaml
   warmd prefetch images -c warmd.yaml --progress plain   # one line per layer event, for logs`,
 		Args: cobra.NoArgs,
@@ -74,7 +77,7 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 		defer cancel()
 	}
 	pr := newLayerProgress(ctx, s, o.progress)
-	m := images.New(daemon.Deps{Config: cfg, Log: log}, images.Options{OnProgress: pr.report})
+	m := images.New(imageDeps(cfg, log), images.Options{OnProgress: pr.report})
 	start := time.Now()
 	st, err := m.Once(ctx)
 	pr.Finish()
@@ -83,6 +86,20 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 		return &cli.ExitError{Code: 1, Err: fmt.Errorf("some images are not warm:\n%w", err)}
 	}
 	return nil
+}
+
+// imageDeps gives the pull an API client when peers.enabled (and readiness not disabled) so
+// layers come from warm peers as in `warmd run`; without one the registry serves every layer.
+func imageDeps(cfg *config.NodeConfig, log *slog.Logger) daemon.Deps {
+	d := daemon.Deps{Config: cfg, Log: log}
+	if cfg.Peers.Enabled && !cfg.Readiness.Disabled {
+		kc, err := assemble.KubeClient(cfg.Readiness.Kubeconfig)
+		if err != nil {
+			log.Warn("no warm peers asked for layers: no API client", "err", err)
+		}
+		d.Kube = kc
+	}
+	return d
 }
 
 // layerProgress shows one bar per layer, or a plain line as each layer completes.

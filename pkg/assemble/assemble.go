@@ -40,7 +40,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	// 1. One API client, unless readiness.disabled keeps warmd off the API server; and this node's
 	// view of its Node object, which decides through nodeSelectors which models it wants.
 	if !d.Config.Readiness.Disabled {
-		kc, err := kubeClient(d.Config.Readiness.Kubeconfig)
+		kc, err := KubeClient(d.Config.Readiness.Kubeconfig)
 		if err != nil {
 			return daemon.Assembly{}, err
 		}
@@ -131,8 +131,9 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	return daemon.Assembly{Parts: parts, Shared: []daemon.Reconfigurable{models}}, nil
 }
 
-// kubeClient builds the one API client from readiness.kubeconfig (in-cluster config when empty).
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// KubeClient builds the one API client from readiness.kubeconfig (in-cluster config when empty):
+// `warmd run`'s, and `warmd prefetch images`' when it asks warm peers for layers.
+func KubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	rc, err := readiness.RESTConfig(kubeconfig)
 	if err != nil {
 		return nil, err

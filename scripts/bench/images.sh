@@ -19,7 +19,13 @@
 #                them does not change the baseline);
 #   ctr_igzip    ctr on a second containerd 2.4.2 with the same config, its own root on the same disk,
 #                and igzip (Debian isal) and unpigz (pigz) on its PATH: the best-configured peer.
-# warmd_peer (a warm peer serving the blobs) is not built yet: the line says n/a.
+#   warmd_peer   a fresh node's `warmd prefetch images` (containerd.unpack: warmd, no index of its own)
+#                with peers.enabled and one warm peer holding the image: test/fleet's
+#                TestImageFromAWarmPeer as this bench's world (a real kube-apiserver; the peer is
+#                `warmd run` on a third containerd 2.4.2 with its own root, which pulled, unpacked and
+#                pinned the image itself, built the big layer's index on the way, and labelled its
+#                Node), so the fresh node finds it through the API server, passes its TokenReview and
+#                takes the layers and their indexes from it over loopback.
 #
 # Fairness: same daemon, same config; before every pull the image is removed completely (every ref,
 # then a synchronous GC) and the script checks that no layer blob and no snapshot of it is left;
@@ -28,8 +34,8 @@
 # so drift in the page cache or disk hits all three alike; medians of ROUNDS (5) are reported, with
 # every round's figures in the log. The machine this runs on may be shared: say so with the figures.
 # Runs under scripts/with-testenv.sh (WARMD_TEST_CONTAINERD, WARMD_TEST_REGISTRY, KUBEBUILDER_ASSETS).
-# Last line: images: warmd W s, warmd_index X s, warmd_peer n/a, ctr C s, ctr_igzip G s, crictl R s,
-# ratio C/W, ratio_igzip G/W, ratio_peer n/a, floor F s   (F: the uncompressed bytes over this disk's
+# Last line: images: warmd W s, warmd_index X s, warmd_peer P s, ctr C s, ctr_igzip G s, crictl R s,
+# ratio C/W, ratio_igzip G/W, ratio_peer G/P, floor F s   (F: the uncompressed bytes over this disk's
 # direct-write rate, measured here with dd)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,7 +56,15 @@ log() { echo "bench-images: $*" >&2; }
 
 work=$(mktemp -d /tmp/wbimg-XXXXXX)
 igz_pid=
-trap '[ -n "$igz_pid" ] && kill "$igz_pid" 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
+world_pid=
+stop_world() {
+  [ -n "$world_pid" ] || return 0
+  touch "$work/world/stop"
+  for _ in $(seq 120); do kill -0 "$world_pid" 2>/dev/null || break; sleep 0.5; done
+  kill "$world_pid" 2>/dev/null || true
+  world_pid=
+}
+trap 'stop_world; [ -n "$igz_pid" ] && kill "$igz_pid" 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
 
 # --- tools ---
 [ -x bin/warmd ] || CGO_ENABLED=1 go build -o bin/warmd ./cmd/warmd
@@ -113,6 +127,21 @@ mapfile -t layer_digests < <(curl -fsS -H 'Accept: application/vnd.oci.image.man
   "http://$WARMD_TEST_REGISTRY/v2/warmd-bench/images/manifests/$digest" |
   python3 -c 'import json,sys; print("\n".join(l["digest"] for l in json.load(sys.stdin)["layers"]))')
 log "${#layer_digests[@]} layers"
+
+# --- the warm peer (warmd_peer): test/fleet's world on a real kube-apiserver; it pulls the image
+# into its own containerd and writes the fresh node's config once its Node is labelled ---
+mkdir -p "$work/world"
+log "starting the warm peer (test/fleet TestImageFromAWarmPeer as this bench's world; log $work/world.log)"
+WARMD_IMAGES_WORLD=$work/world WARMD_IMAGES_REF=$ref \
+  go test -count=1 -timeout 240m -v -run '^TestImageFromAWarmPeer$' ./test/fleet/ >"$work/world.log" 2>&1 &
+world_pid=$!
+for _ in $(seq 3600); do
+  [ -f "$work/world/ready" ] && break
+  if ! kill -0 "$world_pid" 2>/dev/null; then log "the warm peer's world ended before it was ready:"; tail -50 "$work/world.log" >&2; exit 1; fi
+  sleep 1
+done
+[ -f "$work/world/ready" ] || { log "the warm peer was not ready in an hour"; tail -50 "$work/world.log" >&2; exit 1; }
+log "warm peer ready: $(grep -c . "$work/world/fresh.yaml") config lines for the fresh node"
 snaps_before=$($ctr1 snapshots ls 2>/dev/null | awk 'NR>1' | wc -l)
 snaps_before3=0
 echo "$snaps_before" >"$work/snaps_before"
@@ -203,6 +232,11 @@ timed() {
 # service and unpacks into the default snapshotter, as warmd does.
 run_warmd() { rm -rf "$work/data/images/gzindex"; run_warmd_index; }
 run_warmd_index() { "$warmd" prefetch images --config "$work/config.yaml" --progress none --log-level info; }
+# the fresh node keeps no index of its own between rounds: it takes the peer's with the layers
+run_warmd_peer() {
+  rm -rf "$work/world/fresh/images/gzindex"
+  "$warmd" prefetch images --config "$work/world/fresh.yaml" --progress none --log-level info
+}
 pin() { $ctr images label "$ref" io.cri-containerd.pinned=pinned; }
 run_ctr() { $ctr images pull --plain-http "$ref" && pin; }
 run_ctr_igzip() { run_ctr; }
@@ -210,9 +244,10 @@ run_crictl() { "$crictl" --runtime-endpoint "unix://$sock" --image-endpoint "uni
 
 # one unmeasured warm-up of each (registry page cache, binaries in memory)
 timed warmup run_warmd; timed warmup run_ctr; timed warmup run_ctr_igzip; timed warmup run_crictl
+timed warmup run_warmd_peer
 rm -f "$work/warmup"
 # warmd_index always follows warmd (it uses the index that pull left); the pairs rotate with the rest
-order=(warmd ctr ctr_igzip crictl)
+order=(warmd ctr ctr_igzip crictl warmd_peer)
 for ((r = 1; r <= ROUNDS; r++)); do
   # rotate the starting tool every round
   for ((i = 0; i < ${#order[@]}; i++)); do
@@ -223,9 +258,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
       timed warmd_index run_warmd_index
       grep -o 'decoder=[a-z-]*' "$work/warmd_index.out" | sort | uniq -c | tr '\n' ' ' | sed 's/^/bench-images: warmd_index decoders: /' >&2; echo >&2
     fi
+    if [ "$t" = warmd_peer ]; then
+      from_peers=$(grep -c 'layer taken from peers' "$work/warmd_peer.out" || true)
+      log "warmd_peer: $from_peers of ${#layer_digests[@]} layers taken from the warm peer (layers under 1 MiB come from the registry); decoders: $(grep -o 'decoder=[a-z-]*' "$work/warmd_peer.out" | sort | uniq -c | tr '\n' ' ')"
+      [ "$from_peers" -gt 0 ] || { log "warmd_peer took no layer from the peer:"; cat "$work/warmd_peer.out" >&2; exit 1; }
+    fi
   done
-  log "round $r: warmd $(tail -1 "$work/warmd")s warmd_index $(tail -1 "$work/warmd_index")s ctr $(tail -1 "$work/ctr")s ctr_igzip $(tail -1 "$work/ctr_igzip")s crictl $(tail -1 "$work/crictl")s"
+  log "round $r: warmd $(tail -1 "$work/warmd")s warmd_index $(tail -1 "$work/warmd_index")s warmd_peer $(tail -1 "$work/warmd_peer")s ctr $(tail -1 "$work/ctr")s ctr_igzip $(tail -1 "$work/ctr_igzip")s crictl $(tail -1 "$work/crictl")s"
 done
+stop_world
 ctr=$ctr1 sock=$WARMD_TEST_CONTAINERD; remove_image
 ctr=$ctr3 snaps_before=0; remove_image
 
@@ -236,11 +277,11 @@ rm -f "$work/ddtest"
 rate=$(awk '{for (i=1;i<=NF;i++) if ($i ~ /^s,$/) print 2147483648/$(i-1)}' <<<"$dd_out")
 
 median() { sort -g "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-mw=$(median "$work/warmd"); mx=$(median "$work/warmd_index"); mc=$(median "$work/ctr"); mg=$(median "$work/ctr_igzip"); mr=$(median "$work/crictl")
-for a in warmd warmd_index ctr ctr_igzip crictl; do log "$a runs: $(tr '\n' ' ' <"$work/$a")"; done
+mw=$(median "$work/warmd"); mx=$(median "$work/warmd_index"); mp=$(median "$work/warmd_peer"); mc=$(median "$work/ctr"); mg=$(median "$work/ctr_igzip"); mr=$(median "$work/crictl")
+for a in warmd warmd_index warmd_peer ctr ctr_igzip crictl; do log "$a runs: $(tr '\n' ' ' <"$work/$a")"; done
 log "warmd $(grep -m1 'image backend ready' "$work/warmd.out" | cut -c1-300)"
 log "disk: $dd_out"
 floor=$(awk -v u="${unc:-0}" -v r="${rate:-1}" 'BEGIN {print u / r}')
 log "floor: $unc uncompressed bytes (the layers' tars, from warmd's log) at $rate B/s direct write"
-printf 'images: warmd %.2fs, warmd_index %.2fs, warmd_peer n/a, ctr %.2fs, ctr_igzip %.2fs, crictl %.2fs, ratio %.2f, ratio_igzip %.2f, ratio_peer n/a, floor %.2fs\n' \
-  "$mw" "$mx" "$mc" "$mg" "$mr" "$(echo "$mc / $mw" | bc -l)" "$(echo "$mg / $mw" | bc -l)" "$floor"
+printf 'images: warmd %.2fs, warmd_index %.2fs, warmd_peer %.2fs, ctr %.2fs, ctr_igzip %.2fs, crictl %.2fs, ratio %.2f, ratio_igzip %.2f, ratio_peer %.2f, floor %.2fs\n' \
+  "$mw" "$mx" "$mp" "$mc" "$mg" "$mr" "$(echo "$mc / $mw" | bc -l)" "$(echo "$mg / $mw" | bc -l)" "$(echo "$mg / $mp" | bc -l)" "$floor"

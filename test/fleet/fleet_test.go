@@ -3,7 +3,10 @@
 // versitygw origin behind the fault proxy with a bandwidth cap. TestFleetWarmsFromPeers checks that a
 // node group starting together reads the origin about once; with WARMD_FLEET_BENCH=1 it also runs one
 // node alone (to measure a node's fetch rate), caps the origin at an eighth of it, and times the fleet
-// with and without peers, printing the `make bench-fleet` contract line.
+// with and without peers, printing the `make bench-fleet` contract line. TestImageFromAWarmPeer
+// (images_test.go) is the same world for images: a warm node's `warmd run` serves the layers of the
+// image it pinned, and a fresh node's `warmd prefetch images` takes them; it is also `make
+// bench-images`' world for its warmd_peer arm.
 package fleet
 
 import (
@@ -100,8 +103,16 @@ type node struct {
 	cmd           *exec.Cmd
 }
 
+// nodeSpec is what differs between the worlds' nodes: peers on or off, and for an image node its
+// containerd section and the model's image.
+type nodeSpec struct {
+	peers      bool
+	containerd string // the containerd section (YAML flow); the embedded store when empty
+	image      string // the model's image; none when empty
+}
+
 // start creates the Node object (InternalIP 127.0.0.<10+i>) and runs warmd for it.
-func (w *world) start(prefix string, i int, peers bool) *node {
+func (w *world) start(prefix string, i int, spec nodeSpec) *node {
 	t := w.t
 	n := &node{name: fmt.Sprintf("%s-%d", prefix, i), dataDir: filepath.Join(w.root, fmt.Sprintf("%s-%d", prefix, i))}
 	ip := fmt.Sprintf("127.0.0.%d", 10+i)
@@ -110,26 +121,7 @@ func (w *world) start(prefix string, i int, peers bool) *node {
 		t.Fatal(err)
 	}
 	os.MkdirAll(n.dataDir, 0o755)
-	cfg := fmt.Sprintf(`apiVersion: warmd.io/v1alpha1
-kind: NodeConfig
-nodeName: %s
-dataDir: %s
-containerd: {backend: embedded}
-s3: {endpoint: %s}
-models:
-- {name: %s, source: 's3://%s/m/'}
-weights: {concurrency: 8, chunkSize: 8Mi}
-compileCache: {disabled: true}
-prewarm: {disabled: true}
-phases: {podLogDir: %s}
-readiness: {kubeconfig: %s, resync: 30s}
-api: {listen: '127.0.0.1:0'}
-peers: {enabled: %v, listen: '%s:%s', tokenFile: %s, uploadLimit: 1Gi}
-`, n.name, n.dataDir, w.proxy.URL, modelName, w.bucket, w.root, w.kubeconfig, peers, ip, w.port, w.token)
-	path := filepath.Join(n.dataDir, "..", n.name+".yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := w.writeConfig(n.name, n.dataDir, ip, spec)
 	logf, err := os.Create(filepath.Join(w.root, n.name+".log"))
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +135,39 @@ peers: {enabled: %v, listen: '%s:%s', tokenFile: %s, uploadLimit: 1Gi}
 	}
 	t.Cleanup(func() { n.stop(); logf.Close() })
 	return n
+}
+
+// writeConfig writes the NodeConfig of node name (peers listening on ip) beside its data dir and
+// returns its path.
+func (w *world) writeConfig(name, dataDir, ip string, spec nodeSpec) string {
+	ctrd, image := spec.containerd, ""
+	if ctrd == "" {
+		ctrd = "{backend: embedded}"
+	}
+	if spec.image != "" {
+		image = ", image: '" + spec.image + "'"
+	}
+	cfg := fmt.Sprintf(`apiVersion: warmd.io/v1alpha1
+kind: NodeConfig
+nodeName: %s
+dataDir: %s
+containerd: %s
+s3: {endpoint: %s}
+models:
+- {name: %s, source: 's3://%s/m/'%s}
+weights: {concurrency: 8, chunkSize: 8Mi}
+compileCache: {disabled: true}
+prewarm: {disabled: true}
+phases: {podLogDir: %s}
+readiness: {kubeconfig: %s, resync: 30s}
+api: {listen: '127.0.0.1:0'}
+peers: {enabled: %v, listen: '%s:%s', tokenFile: %s, uploadLimit: 1Gi}
+`, name, dataDir, ctrd, w.proxy.URL, modelName, w.bucket, image, w.root, w.kubeconfig, spec.peers, ip, w.port, w.token)
+	path := filepath.Join(dataDir, "..", name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return path
 }
 
 func (n *node) stop() {
@@ -184,7 +209,7 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 	t0 := time.Now()
 	nodes := make([]*node, n)
 	for i := range n {
-		nodes[i] = w.start(prefix, i+1, peers)
+		nodes[i] = w.start(prefix, i+1, nodeSpec{peers: peers})
 	}
 	res := result{start: t0, statuses: make([]prefetch.ModelStatus, n)}
 	done := make([]bool, n)
