@@ -122,7 +122,11 @@ func (lp *layerProgress) report(name string, p prefetch.Progress) {
 		lp.Bar(key, cli.BarUpdate{Label: label, Done: l.Done, Total: l.Size, Final: l.Complete, Percent: true})
 		if l.Complete && !lp.seen[key] {
 			lp.seen[key] = true
-			lp.Printf("%s: %d bytes, done\n", label, l.Size)
+			from := ""
+			if l.FromPeers {
+				from = " from warm peers"
+			}
+			lp.Printf("%s: %d bytes%s, done\n", label, l.Size, from)
 		}
 	}
 }

@@ -112,6 +112,8 @@ type LayerProgress struct {
 	Complete bool
 	// FetchSeconds is the time from the pull's start until the layer was complete.
 	FetchSeconds float64
+	// FromPeers is true when warm peers delivered the layer (the registry served the rest).
+	FromPeers bool
 	// Unpack says how the layer was unpacked, once it is (nil before, and for backends that do not
 	// report layers one by one).
 	Unpack *LayerUnpack
@@ -136,7 +138,8 @@ type LayerUnpack struct {
 // LayerReport is one layer of the current or last pull in ImageStatus.
 type LayerReport struct {
 	Digest string `json:"digest"`
-	// Bytes is the compressed size; From where they came ("registry": the daemon's fetch).
+	// Bytes is the compressed size; From where they came ("registry": the daemon's fetch; "peers":
+	// warm peers, verified against the layer digest).
 	Bytes        int64   `json:"bytes"`
 	From         string  `json:"from"`
 	FetchSeconds float64 `json:"fetchSeconds"`

@@ -266,7 +266,11 @@ func layerReports(layers []prefetch.LayerProgress) []prefetch.LayerReport {
 		if l.Unpack == nil {
 			continue
 		}
-		out = append(out, prefetch.LayerReport{Digest: l.Digest.String(), Bytes: l.Size, From: "registry",
+		from := "registry"
+		if l.FromPeers {
+			from = "peers"
+		}
+		out = append(out, prefetch.LayerReport{Digest: l.Digest.String(), Bytes: l.Size, From: from,
 			FetchSeconds: l.FetchSeconds, LayerUnpack: *l.Unpack})
 	}
 	return out

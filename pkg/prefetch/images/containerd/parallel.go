@@ -133,7 +133,7 @@ func (b *Backend) pullParallel(ctx context.Context, r prefetch.Resolved, progres
 	go func() {
 		// Layers warm peers hold come from them first (each ready as it lands, so its apply starts);
 		// the daemon then fetches what is left, finding those in the content store.
-		b.fromPeers(ctx, r, peers, layers[first:], markReady)
+		b.fromPeers(ctx, r, peers, layers[first:], tr, markReady)
 		fetched <- b.transferContent(ctx, r, tr, markReady)
 	}()
 

@@ -19,6 +19,7 @@ import (
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/inflate"
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/prefetch/images/oci"
 	"warmd.io/warmd/pkg/prefetch/images/peerblobs"
 )
 
@@ -180,9 +181,10 @@ func (b *Backend) peersFor(ctx context.Context, r prefetch.Resolved) []string {
 // fromPeers takes the layers of r that are not in the content store yet from the peers that hold
 // them, each verified against its digest, placed in the content store and committed into the
 // namespace under ctx's lease (the pull's), so the daemon's fetch finds it there and reads nothing
-// from the registry. ready is called with each layer so placed. A layer no peer holds, or whose
-// peers fail or send wrong bytes, is left to the daemon; fromPeers never fails the pull.
-func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []string, layers []ocispec.Descriptor, ready func(digest.Digest)) {
+// from the registry. ready is called with each layer so placed; tr hears of the bytes received and
+// of each layer placed. A layer no peer holds, or whose peers fail or send wrong bytes, is left to
+// the daemon; fromPeers never fails the pull.
+func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []string, layers []ocispec.Descriptor, tr *oci.Tracker, ready func(digest.Digest)) {
 	p := b.opts.Peers
 	if len(peers) == 0 {
 		return
@@ -215,9 +217,10 @@ func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []st
 				return nil // the daemon cannot take a blob from peers: the registry serves them all
 			}
 			t0 := time.Now()
-			res, err := b.fetchPlace(ctx, root, peers, l)
+			res, err := b.fetchPlace(ctx, root, peers, l, tr)
 			switch {
 			case err == nil:
+				tr.FromPeers(l.Digest)
 				b.opts.Log.Info("layer taken from peers", "image", r.Name, "layer", l.Digest.String(), "bytes", l.Size,
 					"peers", len(res.Holders), "dropped", res.Dropped, "seconds", time.Since(t0).Seconds())
 				ready(l.Digest)
@@ -238,13 +241,15 @@ func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []st
 // fetchPlace fetches l from peers into a temp file beside the content store's blobs, renames it
 // into blobs/sha256/ once it matched its digest (read-only, as containerd leaves its blobs) and
 // commits it into the namespace without a byte over gRPC.
-func (b *Backend) fetchPlace(ctx context.Context, root *fsroot.Root, peers []string, l ocispec.Descriptor) (peerblobs.Result, error) {
+func (b *Backend) fetchPlace(ctx context.Context, root *fsroot.Root, peers []string, l ocispec.Descriptor, tr *oci.Tracker) (peerblobs.Result, error) {
 	t, err := root.CreateTemp(peerDir, l.Digest.Encoded())
 	if err != nil {
 		return peerblobs.Result{}, fmt.Errorf("stage layer %s: %w", l.Digest, err)
 	}
 	defer t.Abort() // after the commit it does nothing
-	res, err := peerblobs.Fetch(ctx, b.opts.Peers.Fetch, peers, l.Digest, l.Size, t.File)
+	o := b.opts.Peers.Fetch
+	o.OnProgress = func(n int64) { tr.Set(l.Digest, n, false) }
+	res, err := peerblobs.Fetch(ctx, o, peers, l.Digest, l.Size, t.File)
 	if err != nil {
 		return res, err
 	}

@@ -80,10 +80,15 @@ func TestLayersFromAWarmPeer(t *testing.T) {
 			fromRegistry := registryGets(t, reg, img)
 			var dr peerDrops
 			b := newPeerBackend(t, socket, d.path, freshPeers([]string{url}, &dr))
-			pull(t, b, ref)
+			_, last := pull(t, b, ref)
 			for l, n := range fromRegistry() {
 				if n != 0 {
 					t.Errorf("layer %s: %d GETs from the registry, want 0 (a warm peer holds it)", l[:19], n)
+				}
+			}
+			for _, l := range last.Layers {
+				if !l.FromPeers || !l.Complete || l.Done != l.Size {
+					t.Errorf("layer %s progress %+v: want complete, from peers", l.Digest.Encoded()[:12], l)
 				}
 			}
 			if got, err := b.Lookup(t.Context(), ref); err != nil || !got.Unpacked || !got.Pinned {
@@ -110,7 +115,12 @@ func TestHostilePeerCostsOnlyTime(t *testing.T) {
 	fromRegistry := registryGets(t, reg, img)
 	var dr peerDrops
 	b := newPeerBackend(t, socket, d.path, freshPeers([]string{url}, &dr))
-	pull(t, b, ref)
+	_, last := pull(t, b, ref)
+	for _, l := range last.Layers {
+		if l.FromPeers {
+			t.Errorf("layer %s reported from peers, though the peer's copy was refused", l.Digest.Encoded()[:12])
+		}
+	}
 	for l, n := range fromRegistry() {
 		if n != 1 {
 			t.Errorf("layer %s: %d GETs from the registry, want 1 (the peer's copy was refused)", l[:19], n)

@@ -24,7 +24,8 @@ func pullLabels() map[string]string {
 // platform. Credentials travel back to this process over the transfer stream, so secrets never
 // reach containerd's config.
 func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progress func(prefetch.Progress)) error {
-	ctx, done, err := b.peerPhase(ctx, r)
+	tr := oci.NewTracker(r, progress)
+	ctx, done, err := b.peerPhase(ctx, r, tr)
 	if err != nil {
 		return err
 	}
@@ -39,7 +40,6 @@ func (b *Backend) pullTransfer(ctx context.Context, r prefetch.Resolved, progres
 		image.WithManifestLimit(1),
 		image.WithUnpack(p, b.opts.Snapshotter),
 		image.WithImageLabels(pullLabels()))
-	tr := oci.NewTracker(r, progress)
 	err = b.client.Transfer(ctx, reg, dst, transfer.WithProgress(func(ev transfer.Progress) {
 		if ev.Desc == nil {
 			return
@@ -88,13 +88,13 @@ func (b *Backend) pullClient(ctx context.Context, r prefetch.Resolved, progress 
 	if err != nil {
 		return err
 	}
-	ctx, done, err := b.peerPhase(ctx, r)
+	tr := oci.NewTracker(r, progress)
+	ctx, done, err := b.peerPhase(ctx, r, tr)
 	if err != nil {
 		return err
 	}
 	defer done()
 	res := oci.FixedResolver(b.opts.Registry.Resolver(ctx, pr.Host), r.Name, r.Target)
-	tr := oci.NewTracker(r, progress)
 	pollCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { oci.PollContent(pollCtx, b.client.ContentStore(), tr, b.opts.PollInterval) })
@@ -127,8 +127,8 @@ func (c credHelper) GetCredentials(_ context.Context, _, host string) (registry.
 // peerPhase, when peers may hold r's layers (peersFor), takes under a lease (returned in ctx,
 // ended by done) the manifest, the config and the layers they hold into the content store before
 // the daemon pulls: the daemon then finds them there and fetches only the rest from the registry.
-// Otherwise it changes nothing and does no work.
-func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved) (context.Context, func(), error) {
+// Otherwise it changes nothing and does no work. tr hears of the layers' progress from peers.
+func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved, tr *oci.Tracker) (context.Context, func(), error) {
 	peers := b.peersFor(ctx, r)
 	if len(peers) == 0 {
 		return ctx, func() {}, nil
@@ -152,6 +152,6 @@ func (b *Backend) peerPhase(ctx context.Context, r prefetch.Resolved) (context.C
 		done()
 		return ctx, nil, err
 	}
-	b.fromPeers(ctx, r, peers, manifest.Layers, func(digest.Digest) {})
+	b.fromPeers(ctx, r, peers, manifest.Layers, tr, func(digest.Digest) {})
 	return ctx, done, nil
 }

@@ -61,36 +61,54 @@ func NewTracker(r prefetch.Resolved, fn func(prefetch.Progress)) *Tracker {
 
 // Set records done bytes (-1: unchanged) for a layer; non-layer descriptors are ignored.
 func (t *Tracker) Set(d digest.Digest, done int64, complete bool) {
-	t.mu.Lock()
-	i, ok := t.index[d]
-	if !ok {
-		t.mu.Unlock()
-		return
-	}
-	l := &t.layers[i]
-	if l.Complete || (!complete && done <= l.Done) {
-		t.mu.Unlock()
-		return
-	}
-	if complete {
-		l.Complete, l.Done = true, l.Size
-		l.FetchSeconds = time.Since(t.start).Seconds()
-	} else if done >= 0 {
-		l.Done = min(done, l.Size)
-	}
-	t.emit(t.snapshot())
+	t.update(d, func(l *prefetch.LayerProgress) bool {
+		if l.Complete || (!complete && done <= l.Done) {
+			return false
+		}
+		if complete {
+			t.complete(l)
+		} else if done >= 0 {
+			l.Done = min(done, l.Size)
+		}
+		return true
+	})
+}
+
+// FromPeers records that warm peers delivered layer d, verified and in the content store.
+func (t *Tracker) FromPeers(d digest.Digest) {
+	t.update(d, func(l *prefetch.LayerProgress) bool {
+		l.FromPeers = true
+		if !l.Complete {
+			t.complete(l)
+		}
+		return true
+	})
 }
 
 // Unpacked records how layer d was unpacked and reports it.
 func (t *Tracker) Unpacked(d digest.Digest, u prefetch.LayerUnpack) {
+	t.update(d, func(l *prefetch.LayerProgress) bool {
+		l.Unpack = &u
+		return true
+	})
+}
+
+// update applies change to layer d under t.mu and reports a snapshot when change says it changed
+// something; descriptors that are not layers of the image are ignored.
+func (t *Tracker) update(d digest.Digest, change func(*prefetch.LayerProgress) bool) {
 	t.mu.Lock()
 	i, ok := t.index[d]
-	if !ok {
+	if !ok || !change(&t.layers[i]) {
 		t.mu.Unlock()
 		return
 	}
-	t.layers[i].Unpack = &u
 	t.emit(t.snapshot())
+}
+
+// complete marks l fetched whole now; t.mu is held.
+func (t *Tracker) complete(l *prefetch.LayerProgress) {
+	l.Complete, l.Done = true, l.Size
+	l.FetchSeconds = time.Since(t.start).Seconds()
 }
 
 // emit hands p to fn; t.mu is held on entry and released here, after emitMu is taken, so snapshots

@@ -63,6 +63,9 @@ type Options struct {
 	Stall time.Duration
 	// OnBytes sees the verified bytes taken from peers (counted once the whole blob matched).
 	OnBytes func(n int64)
+	// OnProgress sees the bytes of the blob received so far (pieces written, not yet verified), for
+	// a pull's progress display; called from the piece workers, never two at once.
+	OnProgress func(received int64)
 	// OnDrop sees every peer dropped and why (peer.DropError, peer.DropCorrupt).
 	OnDrop func(base, reason string)
 	Log    *slog.Logger
@@ -164,6 +167,9 @@ type job struct {
 	left      atomic.Int64
 	finished  chan struct{} // closed when left reaches 0
 	dropped   atomic.Int32
+
+	progressMu sync.Mutex
+	received   int64 // bytes of the pieces written (progressMu)
 }
 
 func newJob(o Options, d digest.Digest, size int64, f *os.File) *job {
@@ -205,11 +211,23 @@ func (j *job) work(ctx context.Context, base string, gone *atomic.Bool) {
 			}
 			return
 		}
+		j.progress(min(j.o.Piece, j.size-off))
 		j.completed <- i
 		if j.left.Add(-1) == 0 {
 			close(j.finished)
 		}
 	}
+}
+
+// progress counts a written piece of n bytes and reports the bytes received so far.
+func (j *job) progress(n int64) {
+	if j.o.OnProgress == nil {
+		return
+	}
+	j.progressMu.Lock()
+	defer j.progressMu.Unlock()
+	j.received += n
+	j.o.OnProgress(j.received)
 }
 
 // FetchIndex reads the checkpoint index a peer keeps for layer d from the first of peers that has

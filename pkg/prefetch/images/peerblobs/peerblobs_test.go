@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,12 +150,18 @@ func TestFetchSpreadsPiecesOverEveryPeerThatHoldsTheBlob(t *testing.T) {
 		warmPeer(t, nil, counting(&gets[2], &mu)), // holds nothing: a 404 to the HEAD, never asked again
 	}
 	var dr drops
-	got, res, err := fetch(t, dr.opts(), peers, d, int64(len(b)))
+	o := dr.opts()
+	var received []int64 // OnProgress is never called concurrently: no lock
+	o.OnProgress = func(n int64) { received = append(received, n) }
+	got, res, err := fetch(t, o, peers, d, int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, b) {
 		t.Fatal("fetched bytes differ")
+	}
+	if len(received) != 17 || received[len(received)-1] != int64(len(b)) || !slices.IsSorted(received) {
+		t.Errorf("progress %v: want 17 reports rising to %d", received, len(b))
 	}
 	if len(res.Holders) != 2 || res.Bytes != int64(len(b)) || res.Dropped != 0 || len(dr.by) != 0 {
 		t.Errorf("result %+v, drops %v: want 2 peers, the whole blob, none dropped", res, dr.by)
