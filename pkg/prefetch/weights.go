@@ -106,7 +106,8 @@ type ModelStatus struct {
 
 // ByteSources splits a download's bytes between warm peers and the origin (peers.enabled).
 type ByteSources struct {
-	// PeerBytes and OriginBytes count bytes received from peers and from the origin in this download.
+	// PeerBytes and OriginBytes count bytes received from peers and from the origin in this download;
+	// a peer's bytes leave PeerBytes when it proves corrupt (it is then in Dropped, not Peers).
 	PeerBytes   int64 `json:"peerBytes"`
 	OriginBytes int64 `json:"originBytes"`
 	// Peers are the peers that delivered bytes (host:port); Dropped those dropped, with why.

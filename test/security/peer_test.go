@@ -113,6 +113,9 @@ func TestMaliciousWarmPeer(t *testing.T) {
 	if !strings.Contains(string(report), evil) || !strings.Contains(string(report), peer.DropCorrupt) {
 		t.Errorf("the model's status does not report the peer %s dropped as corrupt: %s", evil, report)
 	}
+	if st.From == nil || st.From.PeerBytes != 0 || len(st.From.Peers) != 0 {
+		t.Errorf("the model's status credits the corrupt peer with delivering bytes: %s", report)
+	}
 	if !strings.Contains(d.Log(), "peer dropped from this download") || !strings.Contains(d.Log(), "reason="+peer.DropCorrupt) {
 		t.Errorf("the log does not report the corrupt peer:\n%s", tail(d.Log(), 3000))
 	}

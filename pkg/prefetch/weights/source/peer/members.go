@@ -96,6 +96,8 @@ func (s *Source) drop(m *member, reason, why string) {
 			return // counted once per peer
 		}
 		m.dead.Store(true)
+		// What it sent is not what the download kept from peers: the origin serves it again.
+		s.peerBytes.Add(-m.bytes.Load())
 	} else if m.dead.Swap(true) {
 		return
 	}

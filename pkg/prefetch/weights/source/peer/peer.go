@@ -131,6 +131,7 @@ type member struct {
 	dead     atomic.Bool
 	corrupt  atomic.Bool
 	used     atomic.Bool
+	bytes    atomic.Int64 // received from it (taken back from peerBytes when it proves corrupt)
 	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
 	busyUntil atomic.Int64
 }
@@ -246,7 +247,7 @@ func (s *Source) ByteSources() prefetch.ByteSources {
 	bs := prefetch.ByteSources{PeerBytes: s.peerBytes.Load(), OriginBytes: s.originBytes.Load()}
 	s.mu.Lock()
 	for _, m := range s.peers {
-		if m.used.Load() {
+		if m.used.Load() && !m.corrupt.Load() {
 			bs.Peers = append(bs.Peers, m.host)
 		}
 	}
@@ -401,6 +402,7 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 				return got, err
 			}
 			got += int64(k)
+			m.bytes.Add(int64(k))
 			s.peerBytes.Add(int64(k))
 			s.o.OnBytes(peer.FromPeer, int64(k))
 		}
