@@ -24,6 +24,7 @@ import (
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/phases/follow"
 	"warmd.io/warmd/pkg/phases/follow/kube"
+	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images"
 	"warmd.io/warmd/pkg/prefetch/weights"
@@ -44,7 +45,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		if err != nil {
 			return daemon.Assembly{}, err
 		}
-		d.Kube, d.Node = kc, nodewatch.New(kc, d.Config.NodeName)
+		d.Kube, d.Node, d.Pods = kc, nodewatch.New(kc, d.Config.NodeName), podwatch.New(kc, d.Config.NodeName)
 	} else {
 		d.Node = nodewatch.Off(d.Config.NodeName)
 	}

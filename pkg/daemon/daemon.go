@@ -29,6 +29,7 @@ import (
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/nodewatch"
+	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/version"
 )
@@ -60,6 +61,9 @@ type Deps struct {
 	Kube kubernetes.Interface
 	// Node is this node's view of its Node object (nodewatch.Off without an API server).
 	Node *nodewatch.Watcher
+	// Pods is this node's one watch of the pods bound to it, shared by the parts that read pods
+	// (nil without an API server).
+	Pods *podwatch.Watcher
 }
 
 // Assembly is what an Assembler built: the parts, in data-flow order (they start in it), and the

@@ -12,19 +12,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/hfcache"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/vllm"
 )
@@ -47,8 +43,8 @@ type Part struct {
 	log     *slog.Logger
 	store   *state.Store
 	metrics *metrics.Prewarm
-	client  kubernetes.Interface
-	root    *fsroot.Root // the weights cache root, <dataDir>/weights
+	pods    *podwatch.Watcher // this node's one pod watch, shared with the key check
+	root    *fsroot.Root      // the weights cache root, <dataDir>/weights
 	opts    Options
 	node    string
 	kick    chan struct{}
@@ -59,9 +55,8 @@ type Part struct {
 	runs   map[string]*active // by model
 	warmed map[types.UID]bool // pods whose pre-warm ended: not started again
 	recent []Run
-	prob   string
-	lister func() ([]*corev1.Pod, error)
-	synced atomic.Bool // the pod watch listed once (Ready)
+	sub    *podwatch.Subscription // while watching: its Problem is the section's
+	synced atomic.Bool            // the pod watch listed once (Ready)
 }
 
 type active struct {
@@ -116,7 +111,11 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 	} else { // counted, but exported nowhere
 		m = metrics.New(prometheus.NewRegistry()).Prewarm
 	}
-	return &Part{log: log.With("part", "prewarm"), store: deps.Store, metrics: m, client: opts.Client, root: root,
+	pods := deps.Pods
+	if pods == nil {
+		pods = podwatch.New(opts.Client, cfg.NodeName)
+	}
+	return &Part{log: log.With("part", "prewarm"), store: deps.Store, metrics: m, pods: pods, root: root,
 		opts: opts, node: cfg.NodeName, cfg: cfg, kick: make(chan struct{}, 1),
 		runs: map[string]*active{}, warmed: map[types.UID]bool{}}, nil
 }
@@ -170,31 +169,19 @@ func (p *Part) Run(ctx context.Context) error {
 		case <-p.kick:
 		}
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.node).String()
-	}))
-	inf := f.Core().V1().Pods()
-	kick := func(any) { // an event: the watch works (again)
-		p.mu.Lock()
-		p.prob = ""
-		p.mu.Unlock()
-		p.poke()
-	}
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
-	}); err != nil {
+	sub, err := p.pods.Subscribe()
+	if err != nil {
 		return fmt.Errorf("prewarm: watch pods of node %s: %w", p.node, err)
 	}
-	if err := inf.Informer().SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+	p.mu.Lock()
+	p.sub = sub
+	p.mu.Unlock()
+	defer func() {
 		p.mu.Lock()
-		p.prob = "watching pods: " + state.Reason(err)
+		p.sub = nil
 		p.mu.Unlock()
-	}); err != nil {
-		return fmt.Errorf("prewarm: %w", err)
-	}
-	p.lister = func() ([]*corev1.Pod, error) { return inf.Lister().List(labels.Everything()) }
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+		sub.Close()
+	}()
 	p.publish()
 	tick := time.NewTicker(p.opts.Resync)
 	defer tick.Stop()
@@ -206,13 +193,14 @@ func (p *Part) Run(ctx context.Context) error {
 			p.publish()
 			return nil
 		case <-p.kick:
+		case <-sub.Changed():
 		case <-tick.C:
 		}
-		if !inf.Informer().HasSynced() {
+		if !sub.Synced() {
 			continue
 		}
 		p.synced.Store(true)
-		pods, err := p.lister()
+		pods, err := sub.Pods()
 		if err != nil {
 			p.log.Warn("list pods from the watch cache", "err", err)
 			continue

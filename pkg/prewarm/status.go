@@ -61,7 +61,10 @@ func (p *Part) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Status{MaxBytes: p.cfg.Prewarm.MaxBytes.Value(), MemAvailablePercent: p.cfg.Prewarm.MemAvailablePercent,
-		Recent: slices.Clone(p.recent), Problem: p.prob, State: StateOn}
+		Recent: slices.Clone(p.recent), State: StateOn}
+	if p.sub != nil {
+		st.Problem = p.sub.Problem()
+	}
 	if p.cfg.Prewarm.Disabled {
 		st.State = StateDisabled
 	}

@@ -19,14 +19,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/compilekey"
@@ -34,6 +29,7 @@ import (
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
+	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/vllm"
@@ -64,6 +60,8 @@ type Part struct {
 	store   *state.Store
 	metrics *metrics.CompileKey
 	client  kubernetes.Interface
+	pods    *podwatch.Watcher                     // this node's one pod watch, shared with pre-warm
+	sub     atomic.Pointer[podwatch.Subscription] // while watching: its Problem comes first
 	opts    Options
 	node    string
 	path    string // the inputs table, <dataDir>/state/compilekey.json
@@ -116,7 +114,11 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 	} else {
 		m = metrics.New(prometheus.NewRegistry()).CompileKey
 	}
-	p := &Part{log: log.With("part", "compilekey"), store: deps.Store, metrics: m, client: opts.Client, opts: opts,
+	pods := deps.Pods
+	if pods == nil {
+		pods = podwatch.New(opts.Client, cfg.NodeName)
+	}
+	p := &Part{log: log.With("part", "compilekey"), store: deps.Store, metrics: m, client: opts.Client, pods: pods, opts: opts,
 		node: cfg.NodeName, path: filepath.Join(cfg.DataDir, "state", tableFile), kick: make(chan struct{}, 1),
 		rc: make(chan struct{}, 1), pending: map[string]*Check{}, counts: map[string]int{}}
 	p.off.Store(cfg.CompileCache.Disabled)
@@ -209,25 +211,12 @@ func (p *Part) watch(ctx context.Context) error {
 	defer bc.Shutdown()
 	p.recorder = bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmd", Host: p.node})
 
-	f := informers.NewSharedInformerFactoryWithOptions(p.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", p.node).String()
-	}))
-	inf := f.Core().V1().Pods()
-	kick := func(any) { p.poke() }
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: kick, UpdateFunc: func(_, o any) { kick(o) }, DeleteFunc: kick,
-	}); err != nil {
+	sub, err := p.pods.Subscribe()
+	if err != nil {
 		return fmt.Errorf("compilekey: watch pods of node %s: %w", p.node, err)
 	}
-	if err := inf.Informer().SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-		p.mu.Lock()
-		p.prob = "watching pods: " + state.Reason(err)
-		p.mu.Unlock()
-	}); err != nil {
-		return fmt.Errorf("compilekey: %w", err)
-	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	p.sub.Store(sub)
+	defer func() { p.sub.Store(nil); sub.Close() }()
 	tick := time.NewTicker(p.opts.Resync)
 	defer tick.Stop()
 	var changed <-chan struct{}
@@ -239,15 +228,16 @@ func (p *Part) watch(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-p.kick:
+		case <-sub.Changed():
 		case <-tick.C:
 		case <-changed:
 			changed = p.store.Changed()
 		}
-		if !inf.Informer().HasSynced() {
+		if !sub.Synced() {
 			continue
 		}
 		p.synced.Store(true)
-		pods, err := inf.Lister().List(labels.Everything())
+		pods, err := sub.Pods()
 		if err != nil {
 			p.log.Warn("list pods from the watch cache", "err", err)
 			continue
@@ -412,6 +402,9 @@ func (p *Part) Status() Status {
 	_, n := p.table.cached()
 	st := Status{Cached: n, Recent: slices.Clone(p.recent), Agree: p.counts[Agree], Disagree: p.counts[Disagree],
 		Undecided: p.counts[Undecided], Problem: p.prob}
+	if s := p.sub.Load(); s != nil && s.Problem() != "" {
+		st.Problem = s.Problem()
+	}
 	for _, c := range p.pending {
 		if c != nil {
 			st.Pending = append(st.Pending, *c)
