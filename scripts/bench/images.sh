@@ -141,7 +141,8 @@ for _ in $(seq 3600); do
   sleep 1
 done
 [ -f "$work/world/ready" ] || { log "the warm peer was not ready in an hour"; tail -50 "$work/world.log" >&2; exit 1; }
-log "warm peer ready: $(grep -c . "$work/world/fresh.yaml") config lines for the fresh node"
+peer_pid=$(pgrep -f "warmd run --config .*warm-10.yaml" | head -1)
+log "warm peer ready (its warmd: pid ${peer_pid:-?}); the fresh node's config is $work/world/fresh.yaml"
 snaps_before=$($ctr1 snapshots ls 2>/dev/null | awk 'NR>1' | wc -l)
 snaps_before3=0
 echo "$snaps_before" >"$work/snaps_before"
@@ -232,6 +233,8 @@ timed() {
 # service and unpacks into the default snapshotter, as warmd does.
 run_warmd() { rm -rf "$work/data/images/gzindex"; run_warmd_index; }
 run_warmd_index() { "$warmd" prefetch images --config "$work/config.yaml" --progress none --log-level info; }
+# cpu_seconds <pid>: the process's user+system CPU seconds so far
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # the fresh node keeps no index of its own between rounds: it takes the peer's with the layers
 run_warmd_peer() {
   rm -rf "$work/world/fresh/images/gzindex"
@@ -252,6 +255,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   # rotate the starting tool every round
   for ((i = 0; i < ${#order[@]}; i++)); do
     t=${order[$(((r + i) % ${#order[@]}))]}
+    [ "$t" = warmd_peer ] && peer_cpu0=$(cpu_seconds "$peer_pid")
     timed "$t" "run_$t"
     if [ "$t" = warmd ]; then
       grep -o 'decoder=[a-z-]*' "$work/warmd.out" | sort | uniq -c | tr '\n' ' ' | sed 's/^/bench-images: warmd decoders: /' >&2; echo >&2
@@ -259,6 +263,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
       grep -o 'decoder=[a-z-]*' "$work/warmd_index.out" | sort | uniq -c | tr '\n' ' ' | sed 's/^/bench-images: warmd_index decoders: /' >&2; echo >&2
     fi
     if [ "$t" = warmd_peer ]; then
+      log "warmd_peer: the warm peer's warmd spent $(awk -v a="$(cpu_seconds "$peer_pid")" -v b="$peer_cpu0" 'BEGIN { printf "%.1f", a - b }') CPU-s serving this round, on the cores the fresh node decodes on (separate machines would not share them)"
       from_peers=$(grep -c 'layer taken from peers' "$work/warmd_peer.out" || true)
       log "warmd_peer: $from_peers of ${#layer_digests[@]} layers taken from the warm peer (layers under 1 MiB come from the registry); decoders: $(grep -o 'decoder=[a-z-]*' "$work/warmd_peer.out" | sort | uniq -c | tr '\n' ' ')"
       [ "$from_peers" -gt 0 ] || { log "warmd_peer took no layer from the peer:"; cat "$work/warmd_peer.out" >&2; exit 1; }
