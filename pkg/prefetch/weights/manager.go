@@ -2,6 +2,7 @@ package weights
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,10 +138,20 @@ func engineOptions(cfg *config.NodeConfig) Options {
 		BufferedIO: cfg.Weights.PageCache == config.PageCacheKeep}
 }
 
-// engineFor returns the engine for cfg, rebuilding it when the weights tuning changed.
+// EngineSettings is what the engine and its source openers are built from: the weights tuning, the
+// s3 section and the peers section (as JSON, so pointers and quantities compare by value). A reload
+// that changes it rebuilds the engine between fetches. Exported for the test that walks every
+// NodeConfig setting (pkg/assemble).
+func EngineSettings(cfg *config.NodeConfig) string {
+	b, _ := json.Marshal([]any{cfg.S3, cfg.Peers})
+	return fmt.Sprintf("%+v %s", engineOptions(cfg), b) // Options holds funcs: not JSON
+}
+
+// engineFor returns the engine for cfg, rebuilding it when the weights tuning, the s3 section or the
+// peers section changed.
 func (m *Manager) engineFor(cfg *config.NodeConfig) (*Engine, error) {
-	o := engineOptions(cfg) // only comparable fields so far
-	key := fmt.Sprintf("%+v %+v", o, cfg.Peers)
+	o := engineOptions(cfg)
+	key := EngineSettings(cfg)
 	if m.engine != nil && m.engKey == key {
 		return m.engine, nil
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
 	"warmd.io/warmd/pkg/state"
@@ -96,4 +99,54 @@ func TestManager(t *testing.T) {
 			t.Errorf("downloaded %v bytes after restart; only the failed model should be fetched again (%d)", got, bad.size())
 		}
 	})
+}
+
+// TestReloadOfS3ReachesTheStore: an applied edit of the s3 section (here its endpoint) is the store
+// the next pass fetches from, not the one the engine was first built with.
+func TestReloadOfS3ReachesTheStore(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var endpoints []string
+	newStore := func(_ context.Context, s config.S3) (objstore.Store, error) {
+		mu.Lock()
+		endpoints = append(endpoints, s.Endpoint)
+		mu.Unlock()
+		return objstore.NewMemory(), nil
+	}
+	asked := func(endpoint string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(endpoints, endpoint)
+	}
+	cfg := &config.NodeConfig{DataDir: t.TempDir(), S3: config.S3{Endpoint: "http://127.0.0.1:1"},
+		Models: []config.Model{{Name: "acme/m", Source: "s3://bucket/m/"}}}
+	cfg.Default()
+	store := state.New(nil)
+	part, err := weights.NewManager(daemon.Deps{Config: cfg, Store: store, Metrics: metrics.New(prometheus.NewRegistry())},
+		weights.ManagerOptions{NewStore: newStore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- part.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for !asked("http://127.0.0.1:1") {
+		if ctx.Err() != nil {
+			t.Fatalf("the first pass never opened the store; endpoints %v", endpoints)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	next := *cfg
+	next.S3.Endpoint = "http://127.0.0.2:1"
+	part.Reconfigure(&next)
+	for !asked("http://127.0.0.2:1") {
+		if ctx.Err() != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("after a reload of s3.endpoint the store was never opened with it; endpoints %v", endpoints)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
