@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -144,10 +145,12 @@ func (p *Part) config() *config.NodeConfig {
 	return p.cfg
 }
 
-// settings is what a running SKU tree was opened with (peers.* decide whether bundles are kept and
-// which peers are asked, how); a reload that changes it reopens the tree.
-func settings(cfg *config.NodeConfig) string {
-	return fmt.Sprintf("%+v|%+v|%+v", cfg.CompileCache, cfg.S3, cfg.Peers)
+// Settings is what a running SKU tree is opened with (peers.* decide whether bundles are kept and
+// which peers are asked, how): a reload that changes it reopens the tree. Exported for the test
+// that walks every NodeConfig setting (pkg/assemble).
+func Settings(cfg *config.NodeConfig) string {
+	b, _ := json.Marshal([]any{cfg.CompileCache, cfg.S3, cfg.Peers}) // by value: pointers and quantities
+	return string(b)
 }
 
 // Ready implements daemon.Part: nil once the part knows the SKU and either the SKU is not cacheable
@@ -281,7 +284,7 @@ func (p *Part) runSKU(ctx context.Context, sku string) error {
 			p.log.Warn("SKU key changed; switching compile-cache tree", "from", sku, "to", cur)
 			return nil
 		}
-		if next := p.config(); settings(next) != settings(cfg) {
+		if next := p.config(); Settings(next) != Settings(cfg) {
 			p.log.Info("compile-cache settings changed by a reload; reopening the tree")
 			return nil
 		}

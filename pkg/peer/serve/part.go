@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,8 +195,13 @@ func (p *Part) set(state, bound string, ready error) {
 	}
 }
 
-// settings is what a running server was built from; a reload that changes it rebuilds the server.
-func settings(cfg *config.NodeConfig) string { return fmt.Sprintf("%+v|%s", cfg.Peers, cfg.DataDir) }
+// Settings is what a running server is built from (as JSON, so quantities compare by value): a
+// reload that changes it rebuilds the server. Exported for the test that walks every NodeConfig
+// setting (pkg/assemble).
+func Settings(cfg *config.NodeConfig) string {
+	b, _ := json.Marshal([]any{cfg.Peers, cfg.DataDir})
+	return string(b)
+}
 
 // Run implements daemon.Part: it serves with the current settings until ctx ends, rebuilding the
 // server when a reload changes them. A server that cannot start (the port taken, the data dir
@@ -203,7 +209,7 @@ func settings(cfg *config.NodeConfig) string { return fmt.Sprintf("%+v|%s", cfg.
 func (p *Part) Run(ctx context.Context) error {
 	for {
 		cfg := p.current()
-		running := settings(cfg)
+		running := Settings(cfg)
 		if !cfg.Peers.Enabled {
 			p.set(StateDisabled, "", nil)
 		} else if err := p.serve(ctx, cfg, running); err != nil {
@@ -213,7 +219,7 @@ func (p *Part) Run(ctx context.Context) error {
 			return nil
 		}
 		// Wait for a reload that changes the settings (serve returns on one itself).
-		for settings(p.current()) == running {
+		for Settings(p.current()) == running {
 			select {
 			case <-ctx.Done():
 				return nil
@@ -255,7 +261,7 @@ func (p *Part) serve(ctx context.Context, cfg *config.NodeConfig, running string
 		case <-ctx.Done():
 			return nil
 		case <-p.rc:
-			if settings(p.current()) != running {
+			if Settings(p.current()) != running {
 				p.log.Info("peer settings changed: rebuilding the peer server")
 				return nil
 			}

@@ -197,7 +197,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		if err != nil {
 			return nil // ctx ended
 		}
-		key := backendKey(cfg)
+		key := BackendSettings(cfg)
 		m.reconcile(ctx, true)
 		m.mu.Lock()
 		m.planned = true
@@ -210,7 +210,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				b.Close()
 				return nil
 			case <-m.reconf:
-				if backendKey(m.config()) != key {
+				if BackendSettings(m.config()) != key {
 					m.log.Info("image backend settings changed; reopening")
 					reopen = true
 				}

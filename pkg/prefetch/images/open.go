@@ -114,12 +114,13 @@ func Registry(cfg *config.NodeConfig) oci.Registry {
 	}
 }
 
-// backendKey is what, when changed by a reload, requires reopening the backend.
-func backendKey(cfg *config.NodeConfig) string {
-	s3, _ := json.Marshal(cfg.S3) // by value: UsePathStyle is a pointer
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%v|%s|%v|%s|%s", cfg.Containerd.Backend, cfg.Containerd.Address, cfg.Containerd.Namespace,
-		cfg.Containerd.Snapshotter, cfg.Containerd.Unpack, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir, cfg.ImagePull.PlainHTTP,
-		cfg.CompileCache.Remote, s3)
+// BackendSettings is what the backend is opened with: a reload that changes it reopens the backend
+// (between pulls). peers.stallTimeout is here because the containerd backend's peer fetch takes it
+// when it opens. Exported for the test that walks every NodeConfig setting (pkg/assemble).
+func BackendSettings(cfg *config.NodeConfig) string {
+	b, _ := json.Marshal([]any{cfg.Containerd, cfg.DataDir, cfg.ImagePull.AuthFiles, cfg.ImagePull.HostsDir,
+		cfg.ImagePull.PlainHTTP, cfg.CompileCache.Remote, cfg.S3, cfg.Peers.StallTimeout, cfg.NodeName})
+	return string(b)
 }
 
 // Want is one image this node needs and why.
