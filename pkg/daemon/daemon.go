@@ -171,7 +171,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	g.Go(func() error {
 		return config.Watch(gctx, opts.ConfigPath, opts.ConfigData, opts.Poll, func(next *config.NodeConfig, err error) {
 			if err == nil {
-				err = fixedAcrossReloads(cfg, next)
+				err = FixedAcrossReloads(cfg, next)
 			}
 			r := &daemonstatus.Reload{Time: time.Now().UTC(), Applied: err == nil}
 			if err != nil {
@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 			} else {
 				m.Daemon.ConfigReloads.WithLabelValues("applied").Inc()
 				log.Info("config reloaded", "file", opts.ConfigPath, "config", next)
-				if later := appliedAtRestart(cfg, next); len(later) > 0 {
+				if later := AppliedAtRestart(cfg, next); len(later) > 0 {
 					log.Warn("some changed settings apply only when warmd restarts", "settings", later)
 				}
 				for _, sh := range asm.Shared {
@@ -240,10 +240,10 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 	return runErr
 }
 
-// fixedAcrossReloads refuses a reload that moves what the daemon holds open for its life: the data
+// FixedAcrossReloads refuses a reload that moves what the daemon holds open for its life: the data
 // dir (and its lock) and the API endpoints. Applying such a change half-way would leave the lock on one
 // dir while parts write another.
-func fixedAcrossReloads(cur, next *config.NodeConfig) error {
+func FixedAcrossReloads(cur, next *config.NodeConfig) error {
 	var changed []string
 	if next.DataDir != cur.DataDir {
 		changed = append(changed, "dataDir")

@@ -20,17 +20,21 @@ type RestartSetting struct {
 }
 
 // RestartNeeded is the one list of settings an applied reload cannot reach: what the one API client
-// is built from. Every part's own switch (prewarm, compile caches and their key check, peers) is
+// and the Node-bound watches are built from. Every part's own switch (prewarm, compile caches and their key check, peers) is
 // applied by the part itself, which always exists and reports "disabled" as a state.
 var RestartNeeded = []RestartSetting{
 	{"readiness.disabled", "the API client (and every part that needs it) is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Disabled != n.Readiness.Disabled }},
 	{"readiness.kubeconfig", "the API client is built once, at start",
 		func(s, n *config.NodeConfig) bool { return s.Readiness.Kubeconfig != n.Readiness.Kubeconfig }},
+	{"readiness.resync", "the Node label writer's periodic re-read is set when it starts",
+		func(s, n *config.NodeConfig) bool { return s.Readiness.Resync != n.Readiness.Resync }},
+	{"nodeName", "the Node watch, the pod watch, the label writer and the peer lookups are bound to one Node at start",
+		func(s, n *config.NodeConfig) bool { return s.NodeName != n.NodeName }},
 }
 
-// appliedAtRestart names the changed settings of an applied reload that wait for a restart.
-func appliedAtRestart(start, next *config.NodeConfig) []string {
+// AppliedAtRestart names the changed settings of an applied reload that wait for a restart.
+func AppliedAtRestart(start, next *config.NodeConfig) []string {
 	var later []string
 	for _, r := range RestartNeeded {
 		if r.Changed(start, next) {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"warmd.io/warmd/pkg/config"
 )
@@ -77,6 +78,8 @@ func TestRestartNeededNamesRealSettings(t *testing.T) {
 	edits := map[string]func(*config.NodeConfig){
 		"readiness.disabled":   func(c *config.NodeConfig) { c.Readiness.Disabled = !c.Readiness.Disabled },
 		"readiness.kubeconfig": func(c *config.NodeConfig) { c.Readiness.Kubeconfig += "x" },
+		"readiness.resync":     func(c *config.NodeConfig) { c.Readiness.Resync.Duration += time.Second },
+		"nodeName":             func(c *config.NodeConfig) { c.NodeName += "x" },
 	}
 	for _, r := range RestartNeeded {
 		if p := strings.TrimSuffix(r.Path, ".*"); !paths[p] {
@@ -94,7 +97,7 @@ func TestRestartNeededNamesRealSettings(t *testing.T) {
 			t.Errorf("%s: Changed on no edit", r.Path)
 		}
 		edit(&next)
-		if got := appliedAtRestart(start, &next); len(got) != 1 || got[0] != r.Path {
+		if got := AppliedAtRestart(start, &next); len(got) != 1 || got[0] != r.Path {
 			t.Errorf("%s: an edit of it warns of %v, want only it", r.Path, got)
 		}
 	}
