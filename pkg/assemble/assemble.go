@@ -73,7 +73,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	// 3b. The peer server: what the weights part reports verified and published and the layers of
 	// the images the images part pulled and pinned, served to other warmd pods with
 	// TokenReview-checked tokens (with peers.enabled off it listens on nothing).
-	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), OpenBundles: cache.OpenKept, ImageLayers: img})
+	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), Staged: prefetch.StagedIn(d.Store), OpenBundles: cache.OpenKept, ImageLayers: img})
 	if err != nil {
 		return daemon.Assembly{}, err
 	}

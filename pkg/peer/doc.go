@@ -24,6 +24,34 @@ func WeightsURL(base, model, revision, file string) string {
 	return base + WeightsPath + "?" + q.Encode()
 }
 
+// WeightFilesPath is the endpoint that says which files of a model revision (the same query
+// parameters) a node can serve now: the whole revision once it is published, or the files of a
+// download in flight that it verified so far (WeightFiles), so a downloader can read a file from a
+// node whose revision is not finished yet.
+const WeightFilesPath = "/v1/weights/files"
+
+// WeightFilesURL is the URL of the served-files answer for model at revision on the peer at base.
+func WeightFilesURL(base, model, revision string) string {
+	q := url.Values{"model": {model}, "revision": {revision}}
+	return base + WeightFilesPath + "?" + q.Encode()
+}
+
+// WeightFiles is the body of a WeightFilesPath answer: Complete when the node holds the whole
+// revision verified and published (Files is then empty), else Files names the files it verified
+// so far. A fetcher treats it as hostile input like any answer: bounded, and each name checked
+// against the origin's listing before it is asked for.
+type WeightFiles struct {
+	Complete bool     `json:"complete,omitempty"`
+	Files    []string `json:"files,omitempty"`
+}
+
+// MaxWeightFiles bounds the names one WeightFiles answer may carry, and MaxWeightFilesBytes its
+// body: a revision of a million files is past what a peer download would be asked to share.
+const (
+	MaxWeightFiles      = 100_000
+	MaxWeightFilesBytes = 16 << 20
+)
+
 // BundlePath is the path prefix of the compile-cache bundle endpoint: a kept bundle is served at
 // BundlePath + its sha256 (64 lowercase hex digits), the digest the SKU's index names, so a bundle is
 // asked for by the identity the origin gave it and nothing else.

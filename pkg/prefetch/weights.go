@@ -98,6 +98,10 @@ type ModelStatus struct {
 	// Skipped lists what the source left out and why (see Listing.Skipped), so a model that
 	// published without a file says so.
 	Skipped []string `json:"skipped,omitempty"`
+	// Staged maps each verified file of a download in flight (name → its staging file, a path under
+	// CacheRoot), which the peer server may serve before the model is published; nil once Ready. It
+	// is the node's own business: not part of the status API.
+	Staged map[string]string `json:"-"`
 	// From says where this download's bytes came from when peers are on (nil otherwise).
 	From     *ByteSources `json:"from,omitempty"`
 	Started  time.Time    `json:"started,omitzero"`
@@ -161,6 +165,26 @@ func PublishedIn(store *state.Store) func(model, revision string) bool {
 		}
 		ms, ok := ws.Model(model)
 		return ok && ms.Verified(model, revision)
+	}
+}
+
+// StagedIn returns, from store's weights section now, the verified files of model at revision that a
+// download in flight holds in staging (name → path under the cache root): what the peer server may
+// serve of a revision not yet published. nil when none is in flight.
+func StagedIn(store *state.Store) func(model, revision string) map[string]string {
+	return func(model, revision string) map[string]string {
+		if store == nil {
+			return nil
+		}
+		ws, ok := WeightsSection.Get(store)
+		if !ok {
+			return nil
+		}
+		ms, ok := ws.Model(model)
+		if !ok || ms.Revision != revision || (ms.State != StateDownloading && ms.State != StateVerifying) {
+			return nil
+		}
+		return ms.Staged
 	}
 }
 

@@ -29,6 +29,9 @@ type PartOptions struct {
 	// Published reports whether the weights part has model at revision verified and published now;
 	// nil: no weight file is served.
 	Published func(model, revision string) bool
+	// Staged returns the verified files of a download in flight (prefetch.StagedIn); nil: only
+	// published revisions are served.
+	Staged func(model, revision string) map[string]string
 	// OpenBundles opens the dir of compile-cache bundles the cache part verified and kept, by
 	// digest, under the data dir; nil: no bundle is served.
 	OpenBundles func(dataDir string) (*fsroot.Root, error)
@@ -132,7 +135,7 @@ func (p *Part) build(cfg *config.NodeConfig) (*server, error) {
 		pub = func(string, string) bool { return false }
 	}
 	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, ImageLayers: p.opts.ImageLayers, UploadLimit: cfg.Peers.UploadLimit.Value(),
-		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub})
+		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub, Staged: p.opts.Staged})
 	return s, nil
 }
 

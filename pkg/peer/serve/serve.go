@@ -51,8 +51,12 @@ type Options struct {
 	// Root is the weights cache root (HF_HUB_CACHE) the weights engine publishes into.
 	Root *fsroot.Root
 	// Published reports whether model at revision is verified and published now (the weights part's
-	// state): anything else is 404, whatever is on disk.
+	// state).
 	Published func(model, revision string) bool
+	// Staged returns the verified files of model at revision that a download in flight holds in
+	// staging (name → path under Root; prefetch.StagedIn): served before the revision is published.
+	// nil: only published revisions are served. Anything neither reports is 404, whatever is on disk.
+	Staged func(model, revision string) map[string]string
 	// Bundles is the kept compile-cache bundle dir (cache.KeptDir); nil: no bundle is served.
 	Bundles *fsroot.Root
 	// ImageLayers opens the layer blobs of the images the node pulled and pinned (imageblobs.go);
@@ -74,7 +78,7 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// Handler serves GET and HEAD of peer.WeightsPath, of peer.BundlePath (bundles.go) and of
+// Handler serves GET and HEAD of peer.WeightsPath and peer.WeightFilesPath (staged.go), of peer.BundlePath (bundles.go) and of
 // peer.ImageBlobPath and peer.ImageIndexPath (imageblobs.go).
 type Handler struct {
 	opts    Options
@@ -121,7 +125,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	digest, isBundle := strings.CutPrefix(r.URL.Path, peer.BundlePath)
 	layer, isLayer := strings.CutPrefix(r.URL.Path, peer.ImageBlobPath)
 	layerIndex, isIndex := strings.CutPrefix(r.URL.Path, peer.ImageIndexPath)
-	if r.URL.Path != peer.WeightsPath && !isBundle && !isLayer && !isIndex {
+	isFiles := r.URL.Path == peer.WeightFilesPath
+	if r.URL.Path != peer.WeightsPath && !isFiles && !isBundle && !isLayer && !isIndex {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "not found")
 		return
 	}
@@ -168,35 +173,50 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "revision: "+err.Error())
 		return
 	}
+	if isFiles {
+		h.serveFiles(w, name, rev)
+		return
+	}
 	fp, err := fsroot.ParsePath(file)
 	if err != nil || fp.IsRoot() {
 		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "file: not a safe relative name")
 		return
 	}
-	if !h.opts.Published(name, rev) {
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "model revision not published here")
+	fh, size, err := h.openWeight(name, rev, fp)
+	if err != nil {
+		h.refuse(w, http.StatusNotFound, ReasonNotFound, err.Error())
 		return
+	}
+	defer fh.Close()
+	h.send(w, r, fh, size, true)
+}
+
+// openWeight opens file fp of model at revision rev: from the published snapshot, or, while the
+// revision is still downloading here, from staging once that file is verified (staged.go). Its
+// error is the text of the 404.
+func (h *Handler) openWeight(name, rev string, fp fsroot.Path) (*os.File, int64, error) {
+	if !h.opts.Published(name, rev) {
+		fh, size, err := h.openStaged(name, rev, fp)
+		if err == nil || !h.opts.Published(name, rev) { // published meanwhile: its snapshot has the file now
+			return fh, size, err
+		}
 	}
 	snap, err := hfcache.SnapshotDir(name, rev)
 	if err != nil {
-		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, err.Error())
-		return
+		return nil, 0, err
 	}
 	blob, err := hfcache.Blob(h.opts.Root, snap, fp)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			h.opts.Log.Warn("peer request: published file unusable", "model", name, "file", file, "err", err)
+			h.opts.Log.Warn("peer request: published file unusable", "model", name, "file", fp.String(), "err", err)
 		}
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no such published file")
-		return
+		return nil, 0, errors.New("no such published file")
 	}
 	fh, err := h.opts.Root.Open(blob.Path)
 	if err != nil {
-		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no such published file")
-		return
+		return nil, 0, errors.New("no such published file")
 	}
-	defer fh.Close()
-	h.send(w, r, fh, blob.Size, true)
+	return fh, blob.Size, nil
 }
 
 // send answers r with the file fh of size bytes: its ranges bounded (limitRanges), a serving slot

@@ -46,6 +46,9 @@ type fetch struct {
 	mu       sync.Mutex
 	status   prefetch.ModelStatus
 	progress func(prefetch.ModelStatus)
+	// early holds what verifying a file as it completed found (early.go), for the status's Files:
+	// the journal keeps only the method and digest (under mu).
+	early map[int]prefetch.FileVerification
 }
 
 type chunkTask struct {
@@ -156,6 +159,7 @@ func (f *fetch) stageAndPublish(ctx context.Context) error {
 	if err := f.headAll(ctx); err != nil {
 		return err
 	}
+	f.stageVerified()
 	f.setState(prefetch.StateDownloading)
 	stop := f.reporter(ctx)
 	t0 := time.Now()
@@ -287,6 +291,12 @@ func diskErr(err error) error {
 // download fetches every unfinished chunk of the given files (nil: all files).
 func (f *fetch) download(ctx context.Context, only map[int]error) error {
 	cs := f.e.opts.ChunkSize
+	// Each file is verified as its last chunk lands (early.go), on a context the download's own
+	// ending does not cancel: the pass returns once those verifications end too.
+	ectx, cancel := context.WithCancel(ctx)
+	v := newEarly(f)
+	defer v.wait()
+	defer cancel()
 	var tasks []chunkTask
 	for i, sf := range f.files {
 		if only != nil {
@@ -294,13 +304,17 @@ func (f *fetch) download(ctx context.Context, only map[int]error) error {
 				continue
 			}
 		}
+		n := 0
 		for c := int64(0); c*cs < sf.obj.Size; c++ {
 			if !f.j.isDone(i, int(c)) {
 				tasks = append(tasks, chunkTask{file: i, chunk: int(c), off: c * cs, n: min(cs, sf.obj.Size-c*cs)})
+				n++
 			}
 		}
+		v.expect(ectx, i, n)
 	}
 	if len(tasks) == 0 {
+		v.wait()
 		return nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -322,13 +336,15 @@ func (f *fetch) download(ctx context.Context, only map[int]error) error {
 				if err := f.fetchChunk(gctx, t); err != nil {
 					return err
 				}
+				v.chunkDone(ectx, t.file)
 			}
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return err // the deferred cancel stops the verifications of this pass
 	}
+	v.wait()
 	return ctx.Err()
 }
 

@@ -47,7 +47,13 @@ func (f *fetch) verifyAll(ctx context.Context) (map[int]error, error) {
 	for i := range f.files {
 		sf := f.files[i]
 		if v, ok := f.j.verifiedAs(i); ok {
-			results[i] = prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: v.method, Digest: strings.TrimPrefix(v.digest, "-")}
+			f.mu.Lock()
+			fv, early := f.early[i]
+			f.mu.Unlock()
+			if !early {
+				fv = prefetch.FileVerification{Name: sf.obj.Key, Size: sf.obj.Size, Method: v.method, Digest: strings.TrimPrefix(v.digest, "-")}
+			}
+			results[i] = fv
 			continue
 		}
 		g.Go(func() error {
@@ -62,7 +68,11 @@ func (f *fetch) verifyAll(ctx context.Context) (map[int]error, error) {
 				return fmt.Errorf("verify %s: %w", sf.obj.Key, err)
 			}
 			results[i] = fv
-			return f.j.markVerified(i, fv.Method, fv.Digest)
+			if err := f.j.markVerified(i, fv.Method, fv.Digest); err != nil {
+				return err
+			}
+			f.stage(i)
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {

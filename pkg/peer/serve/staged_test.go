@@ -1,0 +1,95 @@
+package serve_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"warmd.io/warmd/internal/peertest"
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/serve"
+)
+
+// A revision still downloading is served file by file, only the files the engine named verified, and
+// the files endpoint says which; once published, the whole revision.
+func TestServeStagedFiles(t *testing.T) {
+	root := cache(t)
+	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2", "data")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"0": "verified!!", "1": "not yet verified"} {
+		if err := os.WriteFile(filepath.Join(staging, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var published atomic.Bool
+	h := serve.New(serve.Options{Auth: allow{}, Root: root,
+		Published: func(model, rev string) bool { return model == "org/m" && (rev == "r1" || (rev == "r2" && published.Load())) },
+		Staged: func(model, rev string) map[string]string {
+			if model != "org/m" || rev != "r2" {
+				return nil
+			}
+			return map[string]string{"a.bin": ".staging/org--m@r2/data/0", "gone.bin": ".staging/org--m@r2/data/9",
+				"dir.bin": ".staging/org--m@r2/data"}
+		}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	resp, body := peertest.Get(t, http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", "a.bin"), "ok", "bytes=0-7")
+	if resp.StatusCode != http.StatusPartialContent || string(body) != "verified" || resp.Header.Get(peer.HeaderSize) != "10" ||
+		resp.Header.Get("Content-Range") != "bytes 0-7/10" {
+		t.Errorf("verified staged file: %s %q %v", resp.Status, body, resp.Header)
+	}
+	for _, tc := range []struct{ name, file string }{
+		{"a file not verified yet", "b.bin"},
+		{"a verified file gone from staging", "gone.bin"},
+		{"a staged name that is a directory", "dir.bin"},
+	} {
+		if resp, body := peertest.Get(t, http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", tc.file), "ok", ""); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %s %q, want 404", tc.name, resp.Status, body)
+		}
+	}
+	if resp, _ := peertest.Get(t, http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r3", "a.bin"), "ok", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a revision neither published nor staged: %s", resp.Status)
+	}
+
+	files := func(rev string) (int, peer.WeightFiles) {
+		t.Helper()
+		resp, body := peertest.Get(t, http.MethodGet, peer.WeightFilesURL(srv.URL, "org/m", rev), "ok", "")
+		var wf peer.WeightFiles
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(body, &wf); err != nil {
+				t.Fatalf("files of %s: %v: %q", rev, err, body)
+			}
+		}
+		return resp.StatusCode, wf
+	}
+	if code, wf := files("r2"); code != http.StatusOK || wf.Complete || !slices.Equal(wf.Files, []string{"a.bin", "dir.bin", "gone.bin"}) {
+		t.Errorf("files of a download in flight: %d %+v", code, wf)
+	}
+	if code, wf := files("r1"); code != http.StatusOK || !wf.Complete || len(wf.Files) != 0 {
+		t.Errorf("files of a published revision: %d %+v", code, wf)
+	}
+	if code, _ := files("r3"); code != http.StatusNotFound {
+		t.Errorf("files of an unknown revision: %d, want 404", code)
+	}
+	if resp, _ := peertest.Get(t, http.MethodGet, peer.WeightFilesURL(srv.URL, "org/m", "r2"), "bad", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("files without a good token: %s", resp.Status)
+	}
+	if resp, _ := peertest.Get(t, http.MethodGet, peer.WeightFilesURL(srv.URL, "../etc", "r2"), "ok", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("files of a bad model name: %s", resp.Status)
+	}
+
+	// Published: the revision is whole, and its files come from the snapshot (r2 has none here).
+	published.Store(true)
+	if code, wf := files("r2"); code != http.StatusOK || !wf.Complete {
+		t.Errorf("files once published: %d %+v", code, wf)
+	}
+}
