@@ -31,7 +31,9 @@ func TestServeStagedFiles(t *testing.T) {
 	}
 	var published atomic.Bool
 	h := serve.New(serve.Options{Auth: allow{}, Root: root,
-		Published: func(model, rev string) bool { return model == "org/m" && (rev == "r1" || (rev == "r2" && published.Load())) },
+		Published: func(model, rev string) bool {
+			return model == "org/m" && (rev == "r1" || (rev == "r2" && published.Load()))
+		},
 		Staged: func(model, rev string) map[string]string {
 			if model != "org/m" || rev != "r2" {
 				return nil

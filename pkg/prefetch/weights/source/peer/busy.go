@@ -62,10 +62,11 @@ func (s *Source) busy(m *member, err error) bool {
 }
 
 // refresh looks the warm peers up again when the last look is older than every, and adds peers this
-// fetch does not know while fewer than MaxPeers usable ones remain. One chunk worker does it; the
-// others carry on with the peers they have.
+// fetch does not know while fewer than MaxPeers usable ones remain; then it asks the nodes still
+// downloading which files they verified (probe). One chunk worker does it; the others carry on with
+// the peers they have.
 func (s *Source) refresh(ctx context.Context, every time.Duration) {
-	if s.o.Refresh == nil || !s.rmu.TryLock() {
+	if (s.o.Refresh == nil && s.o.Partial == nil) || !s.rmu.TryLock() {
 		return
 	}
 	defer s.rmu.Unlock()
@@ -75,7 +76,18 @@ func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	if !due {
 		return
 	}
-	bases, err := s.o.Refresh(ctx)
+	s.topUp(ctx)
+	s.probe(ctx, 0)
+}
+
+// topUp adds the warm peers Refresh finds that this fetch does not use yet (a partial member among
+// them now serves every file).
+func (s *Source) topUp(ctx context.Context) {
+	var bases []string
+	var err error
+	if s.o.Refresh != nil {
+		bases, err = s.o.Refresh(ctx)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.looked = time.Now()
@@ -86,7 +98,7 @@ func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	usable := 0
 	now := time.Now().UnixNano()
 	for _, m := range s.peers {
-		if !m.dead.Load() && m.busyUntil.Load() <= now {
+		if !m.dead.Load() && m.busyUntil.Load() <= now && m.files == nil {
 			usable++
 		}
 	}
@@ -96,7 +108,8 @@ func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	}
 }
 
-// live reports whether any peer of this fetch is not dropped (busy ones included).
+// live reports whether any peer of this fetch is not dropped (busy ones included, and partial ones,
+// which may verify the file a chunk waits for).
 func (s *Source) live() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,8 +160,8 @@ func (s *Source) busyWait(ctx context.Context) error {
 	now := time.Now().UnixNano()
 	s.mu.Lock()
 	for _, m := range s.peers {
-		if !m.dead.Load() {
-			wait = min(wait, time.Duration(m.busyUntil.Load()-now))
+		if until := m.busyUntil.Load(); !m.dead.Load() && until > now {
+			wait = min(wait, time.Duration(until-now))
 		}
 	}
 	s.mu.Unlock()

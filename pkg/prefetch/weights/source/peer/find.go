@@ -13,6 +13,7 @@ import (
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/peer/discover"
 	"warmd.io/warmd/pkg/peer/seed"
 	"warmd.io/warmd/pkg/prefetch"
@@ -21,20 +22,25 @@ import (
 // WarmValues are the values of a model's Node label (models.warmd.io/<model>, written by
 // pkg/readiness) that mean the node holds the model's weights verified: "warm", and "weights" (weights
 // verified, something else missing). Only such nodes are asked.
-var WarmValues = []string{"warm", "weights"}
+var WarmValues = []string{string(nodelabels.StateWarm), string(nodelabels.StateWeights)}
+
+// PartialValues are the values of a model's Node label that leave its download possibly in flight:
+// such a node may serve the files it verified so far (Options.Partial), and says which when asked.
+var PartialValues = []string{string(nodelabels.StateCold), string(nodelabels.StateImage)}
 
 // Find returns the base URLs (http://InternalIP:port) of up to k nodes other than self whose label
 // labelKey says they hold the model's weights verified, in random order so a node group spreads its
 // load over every warm node rather than the first k.
 func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
-	return find(ctx, c, labelKey, self, port, k, "")
+	return find(ctx, c, labelKey, self, port, k, "", WarmValues)
 }
 
 // find is Find reading the Nodes at resourceVersion rv: "" is a consistent read (the first look, which
 // decides whether to wait for a seed); "0" is served from the API server's watch cache, which is what
 // the lookups repeated during a fetch use, so they cost the API server no etcd read.
-func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, rv string) ([]string, error) {
-	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(WarmValues, ","))
+// values are the label values asked for (WarmValues, PartialValues).
+func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, rv string, values []string) ([]string, error) {
+	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(values, ","))
 	return discover.Peers(ctx, c, sel, self, port, k, rv, nil)
 }
 
@@ -45,8 +51,12 @@ var seedLease = seed.DefaultDuration
 // findOrWait returns warm peers, waiting up to wait (polling every poll) while another node holds the
 // model revision's seed Lease and no peer is warm yet. It returns no peers, and no error, when this
 // node took the Lease (it is the seed and reads the origin) or the wait ran out. The first node that
-// asks is the seed: nodes that start together do not wait for each other's labels to appear.
-func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, lease Seeder, wait, poll time.Duration, log *slog.Logger) ([]string, error) {
+// asks is the seed: nodes that start together do not wait for each other's labels to appear. While it
+// waits, serving reports whether a node still downloading (the seed, mostly) serves files it verified
+// already: then the wait ends, and the fetch reads those files from it (the rest waits for them there,
+// under the same seed rule, see Source.fromPeers). nil: no such node is asked.
+func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, lease Seeder, wait, poll time.Duration,
+	serving func(context.Context) bool, log *slog.Logger) ([]string, error) {
 	deadline := time.Now().Add(wait)
 	waitingFor := ""
 	for {
@@ -62,6 +72,10 @@ func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, por
 			if waitingFor != "" {
 				log.Info("the seed stopped renewing its Lease: this node reads the origin now", "seed", waitingFor)
 			}
+			return nil, nil
+		}
+		if serving != nil && serving(ctx) {
+			log.Info("no warm peer yet, but the seed serves the files it verified: reading them while it downloads the rest", "seed", holder)
 			return nil, nil
 		}
 		if time.Now().After(deadline) {
@@ -126,24 +140,31 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		lease := seed.New(c, ns, md.Name, md.Revision, cfg.NodeName, seedLease)
 		// Found at the first chunk, not now: a model already published is never fetched, so its
 		// node never waits for a seed. Without peers the source still counts every byte as the origin's.
+		var src *Source // serving asks it which nodes still downloading hold files (partial.go)
+		serving := func(ctx context.Context) bool { return src.probe(ctx, 0) }
 		discover := func(ctx context.Context) ([]string, error) {
-			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, lease, cfg.Peers.SeedWait.Duration, 2*time.Second, log)
+			return findOrWait(ctx, c, keys[md.Name], cfg.NodeName, port, cfg.Peers.MaxPeers, lease, cfg.Peers.SeedWait.Duration, 2*time.Second, serving, log)
 		}
 		// During the fetch, every warm peer is a candidate (in random order); the source adds the new
 		// ones it can use.
 		refresh := func(ctx context.Context) ([]string, error) {
-			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0")
+			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxFound, "0", WarmValues)
+		}
+		// Nodes of the same wave serve the files they verified before they are warm.
+		partial := func(ctx context.Context) ([]string, error) {
+			return find(ctx, c, keys[md.Name], cfg.NodeName, port, maxPartialProbe, "0", PartialValues)
 		}
 		// A chunk every warm peer turned away busy waits for a slot; after busyGrace it goes to the
 		// origin if this node holds the seed Lease: one node of a group reads the origin at a time, as
 		// at the start (docs/fleet.md).
-		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh,
+		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh, Partial: partial,
 			RefreshEvery: refreshEvery, Seed: lease, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
 			Node: cfg.NodeName, Token: tf.Token, Stall: cfg.Peers.StallTimeout.Duration, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }
 			o.OnDrop = func(_, reason string) { m.Dropped.WithLabelValues(reason).Inc() }
 		}
-		return New(o), nil
+		src = New(o)
+		return src, nil
 	}
 }

@@ -3,7 +3,6 @@ package peer
 import (
 	"context"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -30,17 +29,38 @@ func (s *Source) addLocked(bases []string, n int) []string {
 			break
 		}
 		b = strings.TrimSuffix(b, "/")
-		if slices.ContainsFunc(s.peers, func(m *member) bool { return m.base == b }) {
+		if m := s.memberLocked(b); m != nil {
+			if m.files != nil && !m.dead.Load() { // partial until now: warm since, it serves every file
+				m.files = nil
+				added = append(added, b)
+			}
 			continue
 		}
-		host := b
-		if u, err := url.Parse(b); err == nil {
-			host = u.Host
-		}
-		s.peers = append(s.peers, &member{base: b, host: host})
+		s.addMemberLocked(b)
 		added = append(added, b)
 	}
 	return added
+}
+
+// memberLocked returns the member at base, nil when base is not a peer of this fetch.
+func (s *Source) memberLocked(base string) *member {
+	for _, m := range s.peers {
+		if m.base == base {
+			return m
+		}
+	}
+	return nil
+}
+
+// addMemberLocked adds base as a whole member (it serves every file of the revision).
+func (s *Source) addMemberLocked(base string) *member {
+	host := base
+	if u, err := url.Parse(base); err == nil {
+		host = u.Host
+	}
+	m := &member{base: base, host: host}
+	s.peers = append(s.peers, m)
+	return m
 }
 
 // discover runs Discover once, at the first GetRange; the other chunk workers wait for it.
@@ -64,19 +84,20 @@ func (s *Source) discover(ctx context.Context) error {
 		s.o.Log.Info("downloading with peers", "model", s.o.Model, "peers", peers)
 	}
 	s.setPeers(peers)
+	s.probe(ctx, time.Second) // nodes of the same wave that verified files already (partial.go)
 	return nil
 }
 
-// pick returns the live peer with the fewest requests in flight (ties in turn), its count raised; nil
-// when every peer is dropped or busy.
-func (s *Source) pick() *member {
+// pick returns the live peer holding name with the fewest requests in flight (ties in turn), its
+// count raised; nil when every peer is dropped, busy or (partial) without name.
+func (s *Source) pick(name string) *member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var best *member
 	now := time.Now().UnixNano()
 	for i := range s.peers {
 		m := s.peers[(s.next+i)%len(s.peers)]
-		if m.dead.Load() || m.busyUntil.Load() > now {
+		if m.dead.Load() || m.busyUntil.Load() > now || (m.files != nil && !m.files[name]) {
 			continue
 		}
 		if best == nil || m.inflight.Load() < best.inflight.Load() {

@@ -52,6 +52,11 @@ type Options struct {
 	// look is older than RefreshEvery); peers not known yet are added while fewer than MaxPeers usable
 	// (not dropped, not busy) ones remain.
 	Refresh func(ctx context.Context) ([]string, error)
+	// Partial, when set, looks up nodes whose download of the revision may be in flight (their label
+	// says cold or image), in random order: each is asked which files it verified so far, and serves
+	// those before it is warm (partial.go). Asked at the first chunk and at every Refresh while fewer
+	// than MaxPeers warm peers are usable.
+	Partial func(ctx context.Context) ([]string, error)
 	// RefreshEvery is the least time between two Refresh calls. Default DefaultRefreshEvery.
 	RefreshEvery time.Duration
 	// Seed, when set, is the model revision's one-origin-reader rule (the daemon's: a seed Lease,
@@ -107,7 +112,10 @@ type Source struct {
 	found bool
 	peers []*member
 	rmu   sync.Mutex // held while Refresh runs
-	gmu   sync.Mutex // held while Seed.Acquire runs (originOpen)
+	pmu   sync.Mutex // held while partial members are asked for their files (probe)
+	// probedAt is when they last were (under pmu).
+	probedAt time.Time
+	gmu      sync.Mutex // held while Seed.Acquire runs (originOpen)
 	// gate and gateAt are Seed.Acquire's last answer and when it was asked (under gmu).
 	gate   bool
 	gateAt time.Time
@@ -134,6 +142,9 @@ type member struct {
 	bytes    atomic.Int64 // received from it (taken back from peerBytes when it proves corrupt)
 	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
 	busyUntil atomic.Int64
+	// files, for a partial member (its download still in flight), are the files it verified, as of
+	// its last answer (under Source.mu); nil for a whole member, which serves every file.
+	files map[string]bool
 }
 
 type rangeKey struct {
@@ -300,16 +311,17 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 }
 
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
-// is asked. When every live peer is busy it waits for a slot (see busyWait) until it has waited
+// is asked, as is the next after a partial member that turned out not to hold the file. When every
+// live peer is busy or has not verified the file yet it waits for a slot (see busyWait) until it has waited
 // BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait. It returns the bytes written and
 // the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
 	for {
-		for m := s.pick(); m != nil; m = s.pick() {
+		for m := s.pick(name.String()); m != nil; m = s.pick(name.String()) {
 			got, err := s.fromPeer(ctx, m, name, off, n, w)
 			m.inflight.Add(-1)
-			if s.busy(m, err) {
+			if s.busy(m, err) || (errors.Is(err, errNotHeld) && s.notHeld(m, name.String())) {
 				continue
 			}
 			if err != nil {
@@ -379,6 +391,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 	defer resp.Body.Close()
 	if after, ok := busyAnswer(resp); ok {
 		return 0, &busyError{after: after}
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return 0, fmt.Errorf("%w: %s", errNotHeld, name)
 	}
 	if resp.StatusCode != http.StatusPartialContent {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))

@@ -39,6 +39,7 @@ func TestPeers(t *testing.T) {
 	t.Run("a busy peer sends a second downloader elsewhere", func(t *testing.T) { busyPeer(t, w.scenario("busy")) })
 	t.Run("a peer warm during a fetch is used by it", func(t *testing.T) { warmDuringFetch(t, w.scenario("refresh")) })
 	t.Run("only the seed reads the origin while peers are busy", func(t *testing.T) { busyWaits(t, w.scenario("gate")) })
+	t.Run("a node still downloading serves the files it verified", func(t *testing.T) { partialPeer(t, w.scenario("partial")) })
 }
 
 func from(t *testing.T, st prefetch.ModelStatus) prefetch.ByteSources {

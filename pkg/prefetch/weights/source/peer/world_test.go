@@ -53,6 +53,10 @@ type world struct {
 	// originDelay, when set, holds every origin GetRange of the nodes made after it is set this long
 	// (a slow origin, so a fetch lasts long enough for something to happen during it).
 	originDelay time.Duration
+	// hold, when set, is an origin file whose ranges the nodes made after it is set read only once
+	// holdOpen is closed (a download that stops short of its last file for a while).
+	hold     string
+	holdOpen chan struct{}
 }
 
 // scenario is w for one subtest: its own model name (so its own Node label) and Node names, the
@@ -131,6 +135,9 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	if w.originDelay > 0 {
 		open = delayed(open, w.originDelay)
 	}
+	if w.hold != "" {
+		open = held(open, w.hold, w.holdOpen)
+	}
 	e, err := weights.New(weights.Options{DataDir: n.cfg.DataDir, ChunkSize: chunk, Concurrency: 4,
 		Open: peersrc.Wrap(open, w.kube.Client, n.cfg, n.metrics.Peers, nil)})
 	if err != nil {
@@ -175,7 +182,8 @@ func (n *node) label(t *testing.T, w *world, value string) {
 // serve runs n's peer server part (as the daemon would) until the test ends.
 func (n *node) serve(t *testing.T, w *world) *serve.Part {
 	t.Helper()
-	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client}, serve.PartOptions{Published: prefetch.PublishedIn(n.store)})
+	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client},
+		serve.PartOptions{Published: prefetch.PublishedIn(n.store), Staged: prefetch.StagedIn(n.store)})
 	if err != nil || p == nil {
 		t.Fatalf("peer part: %v", err)
 	}
