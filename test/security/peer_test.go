@@ -2,6 +2,7 @@ package security
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,23 +26,70 @@ import (
 	"warmd.io/warmd/pkg/prefetch"
 )
 
-// TestMaliciousWarmPeer: on a real API server, a Node whose labels claim the model warm serves
-// every chunk warmd asks for with the right size and one byte flipped. warmd (`warmd run`, peers
-// on) verifies each file against the origin, refetches what the peer gave from the origin, drops
-// the peer as corrupt and reports it in the model's status and its log; the published model is
-// the origin's, byte for byte, the canary untouched, warmd's own peak RSS and the time bounded.
+// TestMaliciousWarmPeer: on a real API server, a Node whose labels claim the model warm answers
+// every chunk warmd asks for with a hostile body: the right size with one byte flipped, or the
+// range gzip-encoded (what a compressing middlebox sends; decoded, it would be unbounded work). warmd
+// (`warmd run`, peers on) verifies each file against the origin and refuses encoded answers,
+// refetches what the peer gave from the origin, drops the peer and reports it in the model's status
+// and its log; the published model is the origin's, byte for byte, the peer is credited with
+// nothing, the canary untouched, warmd's own peak RSS and the time bounded.
 func TestMaliciousWarmPeer(t *testing.T) {
 	kenv := kubeenv.Start(t)
+	for i, c := range []struct {
+		name   string
+		answer func(rw http.ResponseWriter, r *http.Request, body []byte)
+		// reason is the drop's reason in status and log; why what the log line's why must say.
+		reason, why string
+	}{
+		{"one byte flipped", flipOneByte, peer.DropCorrupt, "differ from the origin"},
+		{"gzip-encoded ranges", gzipRanges, peer.DropError, "Content-Encoding gzip"},
+	} {
+		t.Run(c.name, func(t *testing.T) { maliciousPeer(t, kenv, i+1, c.answer, c.reason, c.why) })
+	}
+}
+
+// flipOneByte answers the range asked for from the file with its middle byte flipped.
+func flipOneByte(rw http.ResponseWriter, r *http.Request, body []byte) {
+	bad := bytes.Clone(body)
+	bad[len(bad)/2] ^= 0xff
+	rw.Header().Set(peer.HeaderSize, strconv.Itoa(len(body)))
+	http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(bad))
+}
+
+// gzipRanges answers the range asked for (one "bytes=a-b") with its true Content-Range and the
+// range's bytes gzip-encoded, as a compressing proxy would.
+func gzipRanges(rw http.ResponseWriter, r *http.Request, body []byte) {
+	var from, to int
+	if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &from, &to); err != nil || from > to || to >= len(body) {
+		http.Error(rw, "one range, please", http.StatusRequestedRangeNotSatisfiable)
+		return
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(body[from : to+1])
+	zw.Close()
+	rw.Header().Set(peer.HeaderSize, strconv.Itoa(len(body)))
+	rw.Header().Set("Content-Encoding", "gzip")
+	rw.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, to, len(body)))
+	rw.Header().Set("Content-Length", strconv.Itoa(z.Len()))
+	rw.WriteHeader(http.StatusPartialContent)
+	rw.Write(z.Bytes())
+}
+
+// maliciousPeer runs one case of TestMaliciousWarmPeer: Nodes sec-node-<i> (warmd's own) and
+// sec-evil-<i> (the peer, at peertest.IP(i)) on the shared API server, model sec/peer-<i>.
+func maliciousPeer(t *testing.T, kenv *kubeenv.Env, i int, answer func(http.ResponseWriter, *http.Request, []byte), reason, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	w, b, files := outsideWorld(t)
-	const name = "sec/peer"
+	name := fmt.Sprintf("sec/peer-%d", i)
+	selfNode, evilNode := fmt.Sprintf("sec-node-%d", i), fmt.Sprintf("sec-evil-%d", i)
 	port := peertest.FreePort(t)
-	self, evil := peertest.IP(0), peertest.IP(1)
-	for n, ip := range map[string]string{"sec-node": self, "sec-evil": evil} {
+	self, evil := peertest.IP(0), peertest.IP(i)
+	for n, ip := range map[string]string{selfNode: self, evilNode: evil} {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
-		if n == "sec-evil" {
+		if n == evilNode {
 			node.Labels = map[string]string{model.LabelKey(name): "warm"}
 		}
 		created, err := kenv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -54,7 +102,7 @@ func TestMaliciousWarmPeer(t *testing.T) {
 		}
 	}
 
-	// The malicious peer: every file at its true size, each answer with one byte flipped.
+	// The malicious peer: every file at its true size, each answer hostile.
 	var asked atomic.Int64
 	ln, err := net.Listen("tcp", net.JoinHostPort(evil, port))
 	if err != nil {
@@ -67,10 +115,7 @@ func TestMaliciousWarmPeer(t *testing.T) {
 			return
 		}
 		asked.Add(1)
-		bad := bytes.Clone(body)
-		bad[len(bad)/2] ^= 0xff
-		rw.Header().Set(peer.HeaderSize, strconv.Itoa(len(body)))
-		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(bad))
+		answer(rw, r, body)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -80,9 +125,10 @@ func TestMaliciousWarmPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := w.Config(map[string]string{
+		"nodeName":  selfNode,
 		"s3":        b.S3Section(),
 		"models":    ModelsSection(map[string]string{"name": name, "source": b.URL("m/")}),
-		"readiness": fmt.Sprintf("{kubeconfig: %s, resync: 10s}", quoteYAML(kenv.Kubeconfig(t, "warmd-sec-peer", w.Work))),
+		"readiness": fmt.Sprintf("{kubeconfig: %s, resync: 10s}", quoteYAML(kenv.Kubeconfig(t, "warmd-"+selfNode, w.Work))),
 		"peers":     fmt.Sprintf("{enabled: true, listen: '%s:%s', tokenFile: %s, seedWait: 5s}", self, port, quoteYAML(token)),
 		"prewarm":   "{disabled: true}",
 	})
@@ -99,7 +145,7 @@ func TestMaliciousWarmPeer(t *testing.T) {
 	if asked.Load() == 0 {
 		t.Fatal("the malicious peer was never asked: the case tests nothing")
 	}
-	snaps, _ := filepath.Glob(filepath.Join(w.DataDir, "weights", "models--sec--peer", "snapshots", "*"))
+	snaps, _ := filepath.Glob(filepath.Join(w.DataDir, "weights", fmt.Sprintf("models--sec--peer-%d", i), "snapshots", "*"))
 	if len(snaps) != 1 {
 		t.Fatalf("snapshots %v, want one", snaps)
 	}
@@ -110,14 +156,16 @@ func TestMaliciousWarmPeer(t *testing.T) {
 		}
 	}
 	report, _ := json.Marshal(st)
-	if !strings.Contains(string(report), evil) || !strings.Contains(string(report), peer.DropCorrupt) {
-		t.Errorf("the model's status does not report the peer %s dropped as corrupt: %s", evil, report)
+	if !strings.Contains(string(report), evil) || !strings.Contains(string(report), evil+":"+port+": "+reason) {
+		t.Errorf("the model's status does not report the peer %s dropped (%s): %s", evil, reason, report)
 	}
 	if st.From == nil || st.From.PeerBytes != 0 || len(st.From.Peers) != 0 {
 		t.Errorf("the model's status credits the corrupt peer with delivering bytes: %s", report)
 	}
-	if !strings.Contains(d.Log(), "peer dropped from this download") || !strings.Contains(d.Log(), "reason="+peer.DropCorrupt) {
-		t.Errorf("the log does not report the corrupt peer:\n%s", tail(d.Log(), 3000))
+	if !strings.Contains(d.Log(), "peer dropped from this download") || !strings.Contains(d.Log(), "reason="+reason) ||
+		!strings.Contains(d.Log(), why) {
+		t.Errorf("the log does not report the dropped peer (reason=%s, why %q)", reason, why)
+		t.Errorf("log:\n%s", tail(d.Log(), 3000))
 	}
 	t.Logf("peer asked %d times; ready in %s; warmd's peak RSS %d MiB; status %s", asked.Load(), took.Round(time.Millisecond), hwm>>20, report)
 	if took > time.Minute {
