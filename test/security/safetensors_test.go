@@ -1,7 +1,8 @@
 package security
 
-// Class 8: models published as "ready" although no safetensors loader accepts them. Each case serves
-// a model whose one defect is in a file's content (from the hostile stub, which serves any bytes) and
+// Class 8: models published as "ready" although no safetensors loader accepts them (issue 25 item 7
+// among them: an index that disagrees with its shards). Each case serves a model whose one defect is
+// in a file's content (from the hostile stub, which serves any bytes) and
 // asserts, through `warmd run` and through `warmd prefetch weights`, that the model fails with the
 // rule it breaks, is not published, and that nothing outside the data dir changed.
 
@@ -25,18 +26,38 @@ func TestUnloadableModelsAreNotReady(t *testing.T) {
 		name        string
 		config      string
 		safetensors []byte
-		rule        string
+		// shards, when set, replace model.safetensors: an index and the shards it names.
+		shards map[string][]byte
+		rule   string
 	}{
-		{"overlapping data_offsets", goodConfig, safetensorsFile(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`, 12), "InvalidOffset"},
-		{"dtype x shape larger than the span", goodConfig, safetensorsFile(`{"w":{"dtype":"F32","shape":[1024],"data_offsets":[0,16]}}`, 16), "TensorInvalidInfo"},
-		{"bytes no tensor covers", goodConfig, safetensorsFile(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 4096), "MetadataIncompleteBuffer"},
-		{"non-object __metadata__", goodConfig, safetensorsFile(`{"__metadata__":["pt"],"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 16), "__metadata__ is not a string-to-string map"},
-		{"empty config.json", "", safetensorsFile(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 16), "config.json: is empty"},
+		{"overlapping data_offsets", goodConfig, safetensorsFile(`{"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]},"b":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}`, 12), nil, "InvalidOffset"},
+		{"dtype x shape larger than the span", goodConfig, safetensorsFile(`{"w":{"dtype":"F32","shape":[1024],"data_offsets":[0,16]}}`, 16), nil, "TensorInvalidInfo"},
+		{"bytes no tensor covers", goodConfig, safetensorsFile(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 4096), nil, "MetadataIncompleteBuffer"},
+		{"non-object __metadata__", goodConfig, safetensorsFile(`{"__metadata__":["pt"],"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 16), nil, "__metadata__ is not a string-to-string map"},
+		{"empty config.json", "", safetensorsFile(`{"w":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 16), nil, "config.json: is empty"},
+		// An index that disagrees with its shards: vLLM and transformers load by the weight_map and
+		// refuse the model at start (a tensor not where the map says, or one the map leaves out).
+		{"index names a tensor its shards lack", goodConfig, nil,
+			sharded(`{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}`, onlyB, 16),
+			"not in the shard it names"},
+		{"index names a tensor in the wrong shard", goodConfig, nil,
+			sharded(`{"a":"model-00002-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}`, onlyB, 16), "not in the shard it names"},
+		{"a shard's tensor the index does not name", goodConfig, nil,
+			sharded(`{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}`,
+				`{"b":{"dtype":"U8","shape":[16],"data_offsets":[0,16]},"d":{"dtype":"U8","shape":[16],"data_offsets":[16,32]}}`, 32),
+			"not named by its weight_map"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := StubBucket(t)
-			b.PutModel("m/", map[string][]byte{"config.json": []byte(tc.config), "model.safetensors": tc.safetensors})
+			files := map[string][]byte{"config.json": []byte(tc.config)}
+			if tc.shards == nil {
+				files["model.safetensors"] = tc.safetensors
+			}
+			for n, data := range tc.shards {
+				files[n] = data
+			}
+			b.PutModel("m/", files)
 			w := NewWorld(t)
 			w.Env = append(w.Env, b.Env...)
 			cfg := w.Config(map[string]string{"s3": b.S3Section(),
@@ -62,5 +83,18 @@ func TestUnloadableModelsAreNotReady(t *testing.T) {
 			}
 			w.Check()
 		})
+	}
+}
+
+// onlyB is a shard header holding tensor b alone (16 bytes).
+const onlyB = `{"b":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`
+
+// sharded is a two-shard model (tensor a, 16 bytes, in the first shard; the second's header is
+// second over n data bytes) with an index whose weight_map is weightMap.
+func sharded(weightMap, second string, n int) map[string][]byte {
+	return map[string][]byte{
+		"model-00001-of-00002.safetensors": safetensorsFile(`{"a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}}`, 16),
+		"model-00002-of-00002.safetensors": safetensorsFile(second, n),
+		"model.safetensors.index.json":     []byte(`{"metadata":{"total_size":32},"weight_map":` + weightMap + `}`),
 	}
 }
