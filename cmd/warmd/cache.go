@@ -366,6 +366,10 @@ func runSync(ctx context.Context, s cli.IOStreams, m *cache.Manager, dir string)
 		}
 		n, err := m.Upload(ctx)
 		fmt.Fprintf(s.Out, "captured %d bundles (%d files not complete yet), uploaded %d in %.2fs\n", len(res.Bundles), res.Pending, n, time.Since(start).Seconds())
+		if res.Skipped > 0 {
+			// The log names the first few, cut; each costs only itself.
+			fmt.Fprintf(s.Out, "left out %d entries of the pod-written tree that are never captured (links, special files, names that are not valid paths, dirs too deep, sparse or oversized files)\n", res.Skipped)
+		}
 		return err
 	}
 	res, err := m.Restore(ctx)
