@@ -3,7 +3,8 @@
 // kube-controller-manager, kube-apiserver with RBAC, NodeRestriction and the admission policy), and
 // checked the way users see it: pod readiness, what its own ServiceAccount may write, a vLLM pod
 // scheduled onto the warm node through the real scheduler and extender with its image already present
-// and its weights read from warmd's volume, the vLLM start measured from the CRI log, the kubelet's
+// and its weights read from warmd's volume, the chart's extender over mutual TLS with the chart's own
+// second scheduler, the vLLM start measured from the CRI log, the kubelet's
 // image GC against warmd's pins, a ConfigMap edit through the projected volume, and a pod restart
 // that fetches nothing again. Run alone with `make cluster-e2e`; `make test` runs it too.
 package cluster
@@ -46,6 +47,7 @@ func TestWarmdOnARealNode(t *testing.T) {
 		{"follower records the vllm start and its phases from the CRI log", e.followerRecordsStart, false},
 		{"ServiceMonitors and ScaledObjects select what exists", e.monitoringSelectsWhatExists, false},
 		{"second scheduler from the shipped files schedules a warmd-scheduler pod", e.secondScheduler, false},
+		{"chart's extender over TLS: its second scheduler asks it with a client certificate, a client without one is refused", e.chartExtenderTLS, false},
 		{"ConfigMap edit reaches warmd through the projected volume", e.configMapEdit, false},
 		{"deleted warmd pod is recreated and fetches nothing again", e.podRecreated, false},
 		{"warmd's Node Events record the failed fetch and the model getting warm", e.nodeEvents, false},
@@ -72,4 +74,6 @@ type e2e struct {
 	warmdPod, warmdPodIP, extenderIP string
 	// extenderCalls is the extender's answered-request count at the last look.
 	extenderCalls float64
+	// extenderTLS is set once the chart serves the extender's scheduler API over TLS.
+	extenderTLS bool
 }

@@ -52,6 +52,19 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 	}
 	// The chart, as an operator installs it: `helm template` with a values file (what `helm install -f`
 	// takes), applied server-side. Only the values differ from a production install.
+	objs := renderChart(ctx, t, chartValues(t, w, image))
+	t.Logf("installing charts/warmd (helm template, %d objects) with image %s", len(objs), image)
+	for _, o := range objs {
+		if err := a.apply(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// chartValues are the values the e2e installs charts/warmd with; a later step changes some and
+// renders the chart again, as `helm upgrade` with an edited values file would.
+func chartValues(t *testing.T, w *world, image string) map[string]any {
+	t.Helper()
 	repo, tag := splitImage(t, image)
 	var cfg map[string]any
 	if err := yaml.Unmarshal([]byte(w.nodeConfig(false)), &cfg); err != nil {
@@ -73,6 +86,12 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 		"extender": map[string]any{"enabled": true,
 			"tolerations": []any{map[string]any{"key": "warmd.io/cold", "operator": "Exists", "effect": "NoSchedule"}}},
 	}
+	return values
+}
+
+// renderChart is `helm template warmd charts/warmd -f values.yaml`, decoded.
+func renderChart(ctx context.Context, t *testing.T, values map[string]any) []*unstructured.Unstructured {
+	t.Helper()
 	vb, err := yaml.Marshal(values)
 	if err != nil {
 		t.Fatal(err)
@@ -88,13 +107,7 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, stderr.String())
 	}
-	objs := decodeAll(t, out)
-	t.Logf("installing charts/warmd (helm template, %d objects) with image %s", len(objs), image)
-	for _, o := range objs {
-		if err := a.apply(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return decodeAll(t, out)
 }
 
 // splitImage splits registry/repo:tag into the chart's image.repository and image.tag.

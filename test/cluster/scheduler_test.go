@@ -79,7 +79,7 @@ func (e *e2e) extenderRequests(ctx context.Context, t *testing.T) float64 {
 		if p.Status.PodIP == "" {
 			continue
 		}
-		code, body, err := httpGetInNode(ctx, e.c, "http://"+p.Status.PodIP+":8888/metrics")
+		code, body, err := httpGetInNode(ctx, e.c, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, e.extenderMetricsPort()))
 		if err != nil || code != 200 {
 			t.Fatalf("extender %s /metrics: %d %v", p.Name, code, err)
 		}
@@ -87,6 +87,15 @@ func (e *e2e) extenderRequests(ctx context.Context, t *testing.T) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// extenderMetricsPort is where the extender serves /metrics: its scheduler port, or the plain
+// --metrics-listen port once the chart serves the scheduler API over TLS.
+func (e *e2e) extenderMetricsPort() int {
+	if e.extenderTLS {
+		return 8889
+	}
+	return 8888
 }
 
 // assertExtenderCalled checks the extender answered the scheduler since the last look.
@@ -136,14 +145,23 @@ func (e *e2e) secondScheduler(ctx context.Context, t *testing.T) {
 	d := e.vllmDeployment(t)
 	if d.Spec.Template.Spec.SchedulerName != "warmd-scheduler" {
 		t.Errorf("the example Deployment's schedulerName is %q, not the second scheduler's warmd-scheduler", d.Spec.Template.Spec.SchedulerName)
-		d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
 	}
-	d.Name, d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = "vllm-second-scheduler", "vllm-second-scheduler"
-	d.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": "vllm-second-scheduler"}
+	e.scheduledBySecond(ctx, t, "vllm-second-scheduler")
+	e.assertExtenderCalled(ctx, t, "the warmd-scheduler pod")
+}
+
+// scheduledBySecond runs the example vLLM Deployment as name with schedulerName warmd-scheduler and
+// checks that the second scheduler placed its pod (the Scheduled event's reporter).
+func (e *e2e) scheduledBySecond(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	d := e.vllmDeployment(t)
+	d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
+	d.Name, d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = name, name
+	d.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": name}
 	if _, err := e.c.Client.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods, err := waitPodsReady(ctx, e.c, vllmNS, "app.kubernetes.io/name=vllm-second-scheduler", 1, 2*time.Minute)
+	pods, err := waitPodsReady(ctx, e.c, vllmNS, "app.kubernetes.io/name="+name, 1, 2*time.Minute)
 	if err != nil {
 		t.Fatalf("pod for warmd-scheduler: %v", err)
 	}
@@ -158,7 +176,6 @@ func (e *e2e) secondScheduler(ctx context.Context, t *testing.T) {
 	if by != "warmd-scheduler" {
 		t.Errorf("the pod was scheduled by %q, not the second scheduler (profile warmd-scheduler)", by)
 	}
-	e.assertExtenderCalled(ctx, t, "the warmd-scheduler pod")
 }
 
 // imageGC checks that the kubelet's image GC, its thresholds lowered so it must free space at every pass

@@ -33,7 +33,9 @@ const vllmNS = "default"
 
 // daemonPod returns warmd's DaemonSet pod on the node (the one not being deleted).
 func (e *e2e) daemonPod(ctx context.Context) (*corev1.Pod, error) {
-	l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd"})
+	// This node's: the DaemonSet makes a pod for any Node at once, tokenConfined's kubelet-less one too.
+	l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd",
+		FieldSelector: "spec.nodeName=" + e.c.Node})
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func (e *e2e) daemonPod(ctx context.Context) (*corev1.Pod, error) {
 		}
 	}
 	if len(live) != 1 {
-		return nil, fmt.Errorf("%d warmd pods (want 1)", len(live))
+		return nil, fmt.Errorf("%d warmd pods on %s (want 1)", len(live), e.c.Node)
 	}
 	return &live[0], nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // `make test` — and no bound on warmd's own memory could fail. A bounded command therefore starts
 // from a small parent: this test binary re-executed as a wrapper (rssWrapEnv set), which runs the
 // command, writes the command's ru_maxrss (bytes) to the file rssWrapEnv names, and exits with its
-// exit code.
+// exit code. It passes SIGTERM and SIGINT on to the command.
 const rssWrapEnv = "WARMD_SECURITY_RSS_FILE"
 
 // rssWrapMain is the wrapper's main; TestMain calls it first. It returns false when this process
@@ -38,7 +39,19 @@ func rssWrapMain() bool {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = os.Environ()
-	err = cmd.Run()
+	// Signals for the command (a test stopping a daemon) reach it through the wrapper.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "rss wrapper:", err)
+		os.Exit(125)
+	}
+	go func() {
+		for s := range sigs {
+			cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		fmt.Fprintln(os.Stderr, "rss wrapper:", err)

@@ -47,6 +47,25 @@ func NewCA(t testing.TB, name string) *CA {
 // server is true, else a client certificate.
 func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
+	if server {
+		return ca.issue(t, cn, []string{"127.0.0.1"})
+	}
+	return ca.issue(t, cn, nil)
+}
+
+// IssueServer gives a server certificate and key named cn for hosts: each an IP address or a DNS
+// name (a Service's warmd-extender.warmd.svc).
+func (ca *CA) IssueServer(t testing.TB, cn string, hosts ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	if len(hosts) == 0 {
+		t.Fatal("testcerts: a server certificate needs at least one host")
+	}
+	return ca.issue(t, cn, hosts)
+}
+
+// issue makes a server certificate for hosts, or a client certificate when hosts is empty.
+func (ca *CA) issue(t testing.TB, cn string, hosts []string) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -54,8 +73,15 @@ func (ca *CA) Issue(t testing.TB, cn string, server bool) (certPEM, keyPEM []byt
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
-	if server {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.ParseIP("127.0.0.1")}
+	if len(hosts) > 0 {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
 	} else {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	}
