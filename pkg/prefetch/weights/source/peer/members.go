@@ -111,14 +111,30 @@ func (s *Source) pick(name string) *member {
 	return best
 }
 
+// creditBytes counts n bytes received from m, unless m proved corrupt (then it reports false and
+// counts nothing: its bytes are not what the download keeps).
+func (s *Source) creditBytes(m *member, n int64) bool {
+	m.credit.Lock()
+	defer m.credit.Unlock()
+	if m.corrupt.Load() {
+		return false
+	}
+	m.bytes += n
+	s.peerBytes.Add(n)
+	return true
+}
+
 func (s *Source) drop(m *member, reason, why string) {
 	if reason == peer.DropCorrupt {
+		m.credit.Lock()
 		if m.corrupt.Swap(true) {
+			m.credit.Unlock()
 			return // counted once per peer
 		}
 		m.dead.Store(true)
 		// What it sent is not what the download kept from peers: the origin serves it again.
-		s.peerBytes.Add(-m.bytes.Load())
+		s.peerBytes.Add(-m.bytes)
+		m.credit.Unlock()
 	} else if m.dead.Swap(true) {
 		return
 	}

@@ -139,7 +139,10 @@ type member struct {
 	dead     atomic.Bool
 	corrupt  atomic.Bool
 	used     atomic.Bool
-	bytes    atomic.Int64 // received from it (taken back from peerBytes when it proves corrupt)
+	// credit guards bytes against corrupt: once a peer proves corrupt, what it sent is taken back
+	// from peerBytes once, and nothing it sends after is credited.
+	credit sync.Mutex
+	bytes  int64 // received from it and credited to peerBytes
 	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
 	busyUntil atomic.Int64
 	// files, for a partial member (its download still in flight), are the files it verified, as of
@@ -417,8 +420,9 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 				return got, err
 			}
 			got += int64(k)
-			m.bytes.Add(int64(k))
-			s.peerBytes.Add(int64(k))
+			if !s.creditBytes(m, int64(k)) {
+				return got, fmt.Errorf("%w: dropped as corrupt while this range was in flight", errPeer)
+			}
 			s.o.OnBytes(peer.FromPeer, int64(k))
 		}
 		if rerr == io.EOF {
