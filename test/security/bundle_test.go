@@ -237,3 +237,41 @@ func TestBundleTextIsNeverQuoted(t *testing.T) {
 		w.Check()
 	})
 }
+
+// TestBundleLinksRestoreAndLeftOutEntriesAreReported (issue 25 item 6): a bundle's symlink entry
+// (a kernel's lib.so → lib.so.1, inside its dir) is restored as the link, not dropped; an entry the
+// tree already holds with other content (a pod wrote it first) is left out, the tree's file kept, and
+// the restore's log and the import's output say how many were left out and name it, cut. Before, a
+// symlink entry was dropped without a word while the import reported success.
+func TestBundleLinksRestoreAndLeftOutEntriesAreReported(t *testing.T) {
+	restoreAndImport(t, func(w *cacheWorld) []published {
+		// What the pod wrote before the bundle arrived.
+		must(t, os.MkdirAll(filepath.Join(w.Tree("triton"), "KEY2"), 0o755))
+		must(t, os.WriteFile(filepath.Join(w.Tree("triton"), "KEY2", "k.cubin"), []byte("the pod's own"), 0o644))
+		data, m := hostileBundle(t, w.SKU, "triton", []entry{
+			{name: "KEY1/lib.so.1", typ: tar.TypeReg, data: []byte("kernel library")},
+			{name: "KEY1/lib.so", typ: tar.TypeSymlink, link: "lib.so.1"},
+			{name: "KEY2/k.cubin", typ: tar.TypeReg, data: []byte("the bundle's")},
+		}, nil)
+		return []published{{comp: "triton", data: data, mf: m.json(), bytes: m.Bytes}}
+	}, func(t *testing.T, w *cacheWorld, peak int64, refused []string, output string) {
+		if len(refused) != 0 {
+			t.Fatalf("the bundle was refused: %q\n%s", refused, tail(output, 3000))
+		}
+		link := filepath.Join(w.Tree("triton"), "KEY1", "lib.so")
+		if target, err := os.Readlink(link); err != nil || target != "lib.so.1" {
+			t.Errorf("the bundle's symlink entry: %q %v, want a link to lib.so.1", target, err)
+		}
+		if b, err := os.ReadFile(link); err != nil || string(b) != "kernel library" {
+			t.Errorf("reading through the restored link: %q %v", b, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(w.Tree("triton"), "KEY2", "k.cubin")); string(b) != "the pod's own" {
+			t.Errorf("the tree's own KEY2/k.cubin was replaced: %q", b)
+		}
+		said := strings.Contains(output, "1 entries left out") || strings.Contains(output, "leftOut=1") ||
+			strings.Contains(output, `"leftOut":1`)
+		if !said || !strings.Contains(output, "KEY2/k.cubin") {
+			t.Errorf("the entry left out is not reported with its count and name:\n%s", tail(output, 3000))
+		}
+	})
+}

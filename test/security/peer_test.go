@@ -86,21 +86,8 @@ func maliciousPeer(t *testing.T, kenv *kubeenv.Env, i int, answer func(http.Resp
 	selfNode, evilNode := fmt.Sprintf("sec-node-%d", i), fmt.Sprintf("sec-evil-%d", i)
 	port := peertest.FreePort(t)
 	self, evil := peertest.IP(0), peertest.IP(i)
-	for n, ip := range map[string]string{selfNode: self, evilNode: evil} {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
-			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
-		if n == evilNode {
-			node.Labels = map[string]string{model.LabelKey(name): "warm"}
-		}
-		created, err := kenv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = node.Status // addresses are status: written through the status subresource
-		if _, err := kenv.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createNode(ctx, t, kenv, selfNode, self, nil)
+	createNode(ctx, t, kenv, evilNode, evil, map[string]string{model.LabelKey(name): "warm"})
 
 	// The malicious peer: every file at its true size, each answer hostile.
 	var asked atomic.Int64
@@ -175,6 +162,20 @@ func maliciousPeer(t *testing.T, kenv *kubeenv.Env, i int, answer func(http.Resp
 		t.Errorf("warmd's peak RSS %d MiB, bound 256 MiB", hwm>>20)
 	}
 	w.Check()
+}
+
+// createNode creates Node name with labels and its InternalIP ip (status: written through the
+// status subresource, as a kubelet does).
+func createNode(ctx context.Context, t *testing.T, kenv *kubeenv.Env, name, ip string, labels map[string]string) {
+	t.Helper()
+	created, err := kenv.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+	if _, err := kenv.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // vmHWM is the daemon's peak resident set (VmHWM: its own, since exec; ru_maxrss would count the

@@ -18,9 +18,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/internal/peertest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
@@ -56,12 +53,7 @@ func TestPeerServerBoundsHostileDownloaders(t *testing.T) {
 
 	const name, nodeName = "sec/served", "sec-server"
 	self, port := peertest.IP(3), peertest.FreePort(t)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
-	created, err := kenv.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	must(t, err)
-	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: self}}
-	_, err = kenv.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	must(t, err)
+	createNode(ctx, t, kenv, nodeName, self, nil)
 	tokenFile := filepath.Join(w.Work, "token")
 	must(t, os.WriteFile(tokenFile, []byte(kenv.Token(t, "warmd", "warmd", config.DefaultPeerAudience)+"\n"), 0o600))
 	cfg := w.Config(map[string]string{
