@@ -208,7 +208,7 @@ func (m *Manager) peerClient() *http.Client {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.client == nil {
-		m.client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: m.startTimeout(), IdleConnTimeout: time.Minute}}
+		m.client = peer.NewClient(m.startTimeout())
 	}
 	return m.client
 }

@@ -49,8 +49,8 @@ type Options struct {
 	Token func() (string, error)
 	// Node is this node's name (peer.HeaderNode), so a serving peer counts it as one downloader.
 	Node string
-	// Client makes the requests; nil: http.DefaultClient's transport. Every request is wrapped in a
-	// bounded.Client (Stall).
+	// Client makes the requests; nil: peer.NewClient (direct, never through a proxy). Every request
+	// is wrapped in a bounded.Client (Stall).
 	Client bounded.Doer
 	// Piece is the size of one ranged request. Default DefaultPiece.
 	Piece int64
@@ -85,7 +85,7 @@ func (o *Options) defaults() {
 		o.Stall = DefaultStall
 	}
 	if o.Client == nil {
-		o.Client = http.DefaultClient
+		o.Client = peer.NewClient(peer.DefaultHeaderTimeout)
 	}
 	o.Client = &bounded.Client{Inner: o.Client, Stall: o.Stall}
 	if o.Log == nil {

@@ -171,8 +171,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // New returns a Source reading from opts.Peers and opts.Origin.
 func New(opts Options) *Source {
 	if opts.Client == nil {
-		opts.Client = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 10 * time.Second, MaxIdleConnsPerHost: 32,
-			IdleConnTimeout: time.Minute}}
+		opts.Client = peer.NewClient(peer.DefaultHeaderTimeout)
 	}
 	if opts.Stall <= 0 {
 		opts.Stall = 10 * time.Second
