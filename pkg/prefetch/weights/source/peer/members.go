@@ -124,17 +124,24 @@ func (s *Source) creditBytes(m *member, n int64) bool {
 	return true
 }
 
+// takeBack marks m corrupt and dead and takes what it was credited back from peerBytes (what it sent
+// is not what the download kept: the origin serves it again); false when m was already corrupt.
+func (s *Source) takeBack(m *member) bool {
+	m.credit.Lock()
+	defer m.credit.Unlock()
+	if m.corrupt.Swap(true) {
+		return false
+	}
+	m.dead.Store(true)
+	s.peerBytes.Add(-m.bytes)
+	return true
+}
+
 func (s *Source) drop(m *member, reason, why string) {
 	if reason == peer.DropCorrupt {
-		m.credit.Lock()
-		if m.corrupt.Swap(true) {
-			m.credit.Unlock()
+		if !s.takeBack(m) {
 			return // counted once per peer
 		}
-		m.dead.Store(true)
-		// What it sent is not what the download kept from peers: the origin serves it again.
-		s.peerBytes.Add(-m.bytes)
-		m.credit.Unlock()
 	} else if m.dead.Swap(true) {
 		return
 	}
