@@ -27,6 +27,17 @@
 #                Node), so the fresh node finds it through the API server, passes its TokenReview and
 #                takes the layers and their indexes from it over loopback.
 #
+# The registry above is on loopback, as fast as the warm peer, so a peer can only add its own CPU;
+# a node's real registry is further away than its neighbours. WAN rounds (ROUNDS_WAN, default 3;
+# 0 leaves them out) therefore run again with the registry's answers shaped to WAN_MBIT Mbit/s
+# (default 1000: a node's share of a registry over a 1 GbE-class path; BentoML's 8.73 GB in 5-6
+# minutes is ~200 Mbit/s) by the kernel itself: an HTB class on `lo` that only packets from the
+# registry's port enter (u32 on the source port), everything else on `lo` unshaped. The shaping is
+# checked before the rounds (a 64 MiB range from the registry must arrive at no more than 1.1x the
+# rate) and removed on exit. Arms: ctr_igzip (the best-configured peer, from the shaped registry),
+# warmd cold (from the shaped registry), warmd_peer (the warm peer over unshaped loopback; what it
+# does not hold, the manifest, config and small layers, still comes from the shaped registry).
+#
 # Fairness: same daemon, same config; before every pull the image is removed completely (every ref,
 # then a synchronous GC) and the script checks that no layer blob and no snapshot of it is left;
 # after every pull it checks, whatever the tool, that every layer blob is in the content store, the
@@ -36,11 +47,14 @@
 # Runs under scripts/with-testenv.sh (WARMD_TEST_CONTAINERD, WARMD_TEST_REGISTRY, KUBEBUILDER_ASSETS).
 # Last line: images: warmd W s, warmd_index X s, warmd_peer P s, ctr C s, ctr_igzip G s, crictl R s,
 # ratio C/W, ratio_igzip G/W, ratio_peer G/P, floor F s   (F: the uncompressed bytes over this disk's
-# direct-write rate, measured here with dd)
+# direct-write rate, measured here with dd), after the WAN rounds' line:
+# images_wan: registry M Mbit/s, warmd W s, warmd_peer P s, ctr_igzip G s, ratio_igzip G/W, ratio_peer G/P
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export GOFLAGS=-buildvcs=false
 ROUNDS=${ROUNDS:-5}
+ROUNDS_WAN=${ROUNDS_WAN:-3}
+WAN_MBIT=${WAN_MBIT:-1000}
 QUICK=${QUICK:-}
 LAYERS=${LAYERS:-5}
 LAYER_SIZE=${LAYER_SIZE:-$((100 << 20))}
@@ -64,7 +78,9 @@ stop_world() {
   kill "$world_pid" 2>/dev/null || true
   world_pid=
 }
-trap 'stop_world; [ -n "$igz_pid" ] && kill "$igz_pid" 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
+shaped=
+unshape() { [ -z "$shaped" ] || { tc qdisc del dev lo root 2>/dev/null || true; shaped=; }; }
+trap 'unshape; stop_world; [ -n "$igz_pid" ] && kill "$igz_pid" 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
 
 # --- tools ---
 [ -x bin/warmd ] || CGO_ENABLED=1 go build -o bin/warmd ./cmd/warmd
@@ -211,7 +227,7 @@ now() { date +%s.%N; }
 # ctr_igzip arm runs against its own daemon; every other against the testenv's.
 timed() {
   local name=$1; shift
-  if [ "$name" = ctr_igzip ]; then
+  if [ "${name%_wan}" = ctr_igzip ]; then
     ctr=$ctr3 sock=$c3/sock snaps_before=$snaps_before3
   else
     ctr=$ctr1 sock=$WARMD_TEST_CONTAINERD snaps_before=$(cat "$work/snaps_before")
@@ -271,6 +287,43 @@ for ((r = 1; r <= ROUNDS; r++)); do
   done
   log "round $r: warmd $(tail -1 "$work/warmd")s warmd_index $(tail -1 "$work/warmd_index")s warmd_peer $(tail -1 "$work/warmd_peer")s ctr $(tail -1 "$work/ctr")s ctr_igzip $(tail -1 "$work/ctr_igzip")s crictl $(tail -1 "$work/crictl")s"
 done
+
+# --- WAN rounds: the registry's answers shaped on lo (see the header) ---
+# shape <mbit>: every packet from the registry's port through an HTB class of that rate; checked.
+shape() {
+  local port=${WARMD_TEST_REGISTRY##*:} root
+  root=$(tc qdisc show dev lo | awk '$3 == "root" {print $2}' | head -1)
+  if [ -n "$root" ] && [ "$root" != noqueue ]; then
+    log "lo already has a $root qdisc; the WAN rounds do not replace what someone else set (ROUNDS_WAN=0 leaves them out)"; return 1
+  fi
+  shaped=1
+  tc qdisc add dev lo root handle 1: htb default 10
+  tc class add dev lo parent 1: classid 1:10 htb rate 100gbit quantum 65536
+  tc class add dev lo parent 1: classid 1:20 htb rate "$1mbit" ceil "$1mbit" quantum 65536
+  tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip sport "$port" 0xffff flowid 1:20
+  local big t0 t1 rate
+  big=$(curl -fsS -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$WARMD_TEST_REGISTRY/v2/warmd-bench/images/manifests/$digest" |
+    python3 -c 'import json,sys; print(max(json.load(sys.stdin)["layers"], key=lambda l: l["size"])["digest"])')
+  t0=$(now)
+  curl -fsS -L -r 0-67108863 -o /dev/null "http://$WARMD_TEST_REGISTRY/v2/warmd-bench/images/blobs/$big"
+  t1=$(now)
+  rate=$(echo "67108864 * 8 / ($t1 - $t0) / 1000000" | bc -l)
+  log "WAN: the registry's answers shaped to $1 Mbit/s on lo (sport $port); 64 MiB of $big came at $(printf '%.0f' "$rate") Mbit/s"
+  if (($(echo "$rate > $1 * 1.1" | bc -l))); then log "the shaping does not hold: $rate Mbit/s > 1.1 x $1"; return 1; fi
+}
+if [ "$ROUNDS_WAN" -gt 0 ]; then
+  shape "$WAN_MBIT"
+  order_wan=(warmd ctr_igzip warmd_peer)
+  for ((r = 1; r <= ROUNDS_WAN; r++)); do
+    for ((i = 0; i < ${#order_wan[@]}; i++)); do
+      t=${order_wan[$(((r + i) % ${#order_wan[@]}))]}
+      timed "${t}_wan" "run_$t"
+    done
+    log "WAN round $r: warmd $(tail -1 "$work/warmd_wan")s warmd_peer $(tail -1 "$work/warmd_peer_wan")s ctr_igzip $(tail -1 "$work/ctr_igzip_wan")s"
+  done
+  unshape
+fi
 stop_world
 ctr=$ctr1 sock=$WARMD_TEST_CONTAINERD; remove_image
 ctr=$ctr3 snaps_before=0; remove_image
@@ -288,5 +341,11 @@ log "warmd $(grep -m1 'image backend ready' "$work/warmd.out" | cut -c1-300)"
 log "disk: $dd_out"
 floor=$(awk -v u="${unc:-0}" -v r="${rate:-1}" 'BEGIN {print u / r}')
 log "floor: $unc uncompressed bytes (the layers' tars, from warmd's log) at $rate B/s direct write"
+if [ "$ROUNDS_WAN" -gt 0 ]; then
+  ww=$(median "$work/warmd_wan"); wp=$(median "$work/warmd_peer_wan"); wg=$(median "$work/ctr_igzip_wan")
+  for a in warmd_wan warmd_peer_wan ctr_igzip_wan; do log "$a runs: $(tr '\n' ' ' <"$work/$a")"; done
+  printf 'images_wan: registry %s Mbit/s, warmd %.2fs, warmd_peer %.2fs, ctr_igzip %.2fs, ratio_igzip %.2f, ratio_peer %.2f\n' \
+    "$WAN_MBIT" "$ww" "$wp" "$wg" "$(echo "$wg / $ww" | bc -l)" "$(echo "$wg / $wp" | bc -l)"
+fi
 printf 'images: warmd %.2fs, warmd_index %.2fs, warmd_peer %.2fs, ctr %.2fs, ctr_igzip %.2fs, crictl %.2fs, ratio %.2f, ratio_igzip %.2f, ratio_peer %.2f, floor %.2fs\n' \
   "$mw" "$mx" "$mp" "$mc" "$mg" "$mr" "$(echo "$mc / $mw" | bc -l)" "$(echo "$mg / $mw" | bc -l)" "$(echo "$mg / $mp" | bc -l)" "$floor"
