@@ -5,7 +5,7 @@
 //   - TCP (default :9400, reachable cluster-wide) serves /metrics, /healthz and /readyz and nothing
 //     sensitive: no config, no paths, no credentials.
 //
-// It does not own rendering for humans (cmd/warmd) or the state itself (pkg/state).
+// It does not own rendering for humans (pkg/status, pkg/cli) or the state itself (pkg/state).
 package api
 
 import (

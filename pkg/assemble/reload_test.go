@@ -33,7 +33,7 @@ var rebuiltBy = map[string]func(*config.NodeConfig) string{
 // into something: the file that reads them (checked to spell the field on a config value) and the
 // test that shows a reload of it taking effect, where one exists.
 var perUse = map[string]struct{ file, reads, test string }{
-	"models":                      {"pkg/prefetch/weights/manager.go", "cfg.Models", "cmd/warmd TestReloadedModelIsManaged"},
+	"models":                      {"pkg/prefetch/weights/manager.go", "cfg.Models", "pkg/cli TestReloadedModelIsManaged"},
 	"images":                      {"pkg/prefetch/images/open.go", "cfg.Images", "pkg/prefetch/images TestManager"},
 	"imagePull.concurrency":       {"pkg/prefetch/images/manager.go", "cfg.ImagePull.Concurrency", ""},
 	"imagePull.onRemove":          {"pkg/prefetch/images/manager.go", "cfg.ImagePull.OnRemove", ""},

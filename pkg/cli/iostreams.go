@@ -1,5 +1,8 @@
-// Package cli holds what warmd's commands share for talking to people: the IOStreams seam (so every
-// command's output is tested by reading a buffer) and output-format handling (-o table|json|yaml).
+// Package cli is warmd's command line: every command (one file each: run, status, prefetch, cache,
+// gpu, phases, extender, version), the exit-status mapping, and what the commands share for talking
+// to people: the IOStreams seam (so every command's output is tested by reading a buffer), output
+// formats (-o table|json|yaml) and progress. cmd/warmd only calls Main, so what a command does is
+// tested here, in the package, through the same root command the binary runs.
 package cli
 
 import (

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -144,22 +143,4 @@ func (p *Progress) Finish() {
 	}
 	p.mu.Unlock()
 	p.p.Wait()
-}
-
-// TextBar is a progress bar as text for a table (`warmd status`): "[#####...............]  25%".
-func TextBar(done, total int64, cells int) string {
-	if total <= 0 {
-		return ""
-	}
-	done = min(max(done, 0), total)
-	full := int(done * int64(cells) / total)
-	return fmt.Sprintf("[%s%s] %3d%%", strings.Repeat("#", full), strings.Repeat(".", cells-full), done*100/total)
-}
-
-// Rate formats a transfer rate in bytes per second ("850 MB/s", "1.25 GB/s").
-func Rate(bps float64) string {
-	if bps >= 1e9 {
-		return fmt.Sprintf("%.2f GB/s", bps/1e9)
-	}
-	return fmt.Sprintf("%.0f MB/s", bps/1e6)
 }

@@ -1,5 +1,5 @@
-// Package daemon runs warmd's parts together: it loads nothing itself (cmd/warmd hands it a parsed
-// config) and builds nothing itself (an Assembler, pkg/assemble in `warmd run`, builds the parts); it
+// Package daemon runs warmd's parts together: it loads nothing itself (pkg/cli's run command hands
+// it a parsed config) and builds nothing itself (an Assembler, pkg/assemble in `warmd run`, builds the parts); it
 // starts every part and the API listeners in one errgroup, feeds config reloads to the parts, answers
 // /readyz from the parts' Ready, and stops everything within a bounded grace period when its context
 // ends.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/prefetch"
+	"warmd.io/warmd/pkg/units"
 )
 
 func renderImages(w io.Writer, st *api.RawStatus, now time.Time) error {
@@ -86,7 +86,7 @@ func writeLayers(w io.Writer, im prefetch.ImageStatus) error {
 			parts = append(parts, fmt.Sprintf("%d %s", byDecoder[d], d))
 		}
 		fmt.Fprintf(w, "  %s: last pull unpacked %d layer(s) (%s), %s inflated, %.1fs applying\n",
-			im.Ref, len(im.Unpacked), strings.Join(parts, ", "), cli.Bytes(inflated), secs)
+			im.Ref, len(im.Unpacked), strings.Join(parts, ", "), units.Bytes(inflated), secs)
 		return nil
 	}
 	fmt.Fprintf(w, "  %s: %d of %d layer(s) unpacked\n", im.Ref, len(im.Unpacked), im.Layers)
@@ -95,9 +95,9 @@ func writeLayers(w io.Writer, im prefetch.ImageStatus) error {
 	for _, l := range im.Unpacked {
 		infl := "-" // the daemon does not say
 		if l.By != "daemon" {
-			infl = cli.Bytes(l.Inflated)
+			infl = units.Bytes(l.Inflated)
 		}
-		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fs\t%s\t%s\t%s\t%s\t%.1fs\n", imageShortDigest(l.Digest), cli.Bytes(l.Bytes),
+		fmt.Fprintf(tw, "    %s\t%s\t%s\t%.1fs\t%s\t%s\t%s\t%s\t%.1fs\n", imageShortDigest(l.Digest), units.Bytes(l.Bytes),
 			orDash(l.From), l.FetchSeconds, l.By, orDash(l.Decoder), orDash(l.Index), infl, l.Seconds)
 	}
 	return tw.Flush()
@@ -106,7 +106,7 @@ func writeLayers(w io.Writer, im prefetch.ImageStatus) error {
 func imageState(im prefetch.ImageStatus) string {
 	switch im.State {
 	case prefetch.StatePulling:
-		s := fmt.Sprintf("pulling layer %d/%d (%s / %s)", im.Layer, im.Layers, cli.Bytes(im.Bytes), cli.Bytes(im.TotalBytes))
+		s := fmt.Sprintf("pulling layer %d/%d (%s / %s)", im.Layer, im.Layers, units.Bytes(im.Bytes), units.Bytes(im.TotalBytes))
 		if im.Attempt > 1 {
 			s += fmt.Sprintf(", attempt %d", im.Attempt)
 		}

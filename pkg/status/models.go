@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/readiness"
+	"warmd.io/warmd/pkg/units"
 )
 
 // renderModels writes one row per model this node wants: its warm state, the weights' progress (a bar
@@ -41,9 +41,9 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 	slices.Sort(names)
 	budget := "no budget"
 	if ws.BudgetBytes > 0 {
-		budget = "budget " + cli.Bytes(ws.BudgetBytes)
+		budget = "budget " + units.Bytes(ws.BudgetBytes)
 	}
-	fmt.Fprintf(w, "MODELS (weights in %s: %s used, %s)\n", orDash(ws.CacheRoot), cli.Bytes(ws.UsedBytes), budget)
+	fmt.Fprintf(w, "MODELS (weights in %s: %s used, %s)\n", orDash(ws.CacheRoot), units.Bytes(ws.UsedBytes), budget)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  MODEL\tSTATE\tWEIGHTS\tRATE\tETA\tREADY IN\tPATH")
 	for _, n := range names {
@@ -52,7 +52,7 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 		if wm, ok := ws.Model(n); ok {
 			weights = progress(wm)
 			if wm.State == prefetch.StateDownloading && wm.BytesPerSecond > 0 {
-				rate = fmt.Sprintf("%s/s", cli.Bytes(int64(wm.BytesPerSecond)))
+				rate = fmt.Sprintf("%s/s", units.Bytes(int64(wm.BytesPerSecond)))
 				eta = (time.Duration(wm.ETASeconds) * time.Second).String()
 			}
 			path = orDash(wm.SnapshotPath)
@@ -85,11 +85,11 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 
 // byteSources says where a download's bytes came from (peers.enabled).
 func byteSources(b prefetch.ByteSources) string {
-	s := fmt.Sprintf("bytes: %s from %d peer(s)", cli.Bytes(b.PeerBytes), len(b.Peers))
+	s := fmt.Sprintf("bytes: %s from %d peer(s)", units.Bytes(b.PeerBytes), len(b.Peers))
 	if len(b.Peers) > 0 {
 		s += " (" + strings.Join(b.Peers, ", ") + ")"
 	}
-	s += fmt.Sprintf(", %s from the origin", cli.Bytes(b.OriginBytes))
+	s += fmt.Sprintf(", %s from the origin", units.Bytes(b.OriginBytes))
 	if len(b.Dropped) > 0 {
 		s += "; dropped " + strings.Join(b.Dropped, ", ")
 	}
@@ -102,7 +102,7 @@ func progress(m prefetch.ModelStatus) string {
 		return string(m.State)
 	}
 	if m.State == prefetch.StateReady {
-		return fmt.Sprintf("%s verified", cli.Bytes(m.BytesTotal))
+		return fmt.Sprintf("%s verified", units.Bytes(m.BytesTotal))
 	}
-	return fmt.Sprintf("%s %s/%s %s", cli.TextBar(m.BytesDone, m.BytesTotal, 20), cli.Bytes(m.BytesDone), cli.Bytes(m.BytesTotal), m.State)
+	return fmt.Sprintf("%s %s/%s %s", textBar(m.BytesDone, m.BytesTotal, 20), units.Bytes(m.BytesDone), units.Bytes(m.BytesTotal), m.State)
 }

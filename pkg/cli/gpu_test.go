@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 )
@@ -19,8 +18,8 @@ var goldenTime = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func runGPU(t *testing.T, det nvml.Detector, args ...string) (string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	s := cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
-	root := newRootCommand(s)
+	s := IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}
+	root := NewRootCommand(s)
 	for i, c := range root.Commands() {
 		if c.Name() == "gpu" {
 			root.RemoveCommand(root.Commands()[i])

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -7,21 +7,19 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"warmd.io/warmd/pkg/cli"
 )
 
 func runPhases(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRootCommand(cli.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	root := NewRootCommand(IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
 	root.SetArgs(append([]string{"phases"}, args...))
 	err := root.Execute()
 	return out.String(), err
 }
 
 func TestPhasesCommand(t *testing.T) {
-	cold, warm := "../../pkg/phases/testdata/seed-7b-cold.log", "../../pkg/phases/testdata/seed-7b-warm.log"
+	cold, warm := "../phases/testdata/seed-7b-cold.log", "../phases/testdata/seed-7b-warm.log"
 	out, err := runPhases(t, "", cold, warm)
 	if err != nil || !strings.Contains(out, "seed-7b-cold.log") || !strings.Contains(out, "torch.compile") || !strings.Contains(out, "hit") {
 		t.Fatalf("table: %v\n%s", err, out)
@@ -44,7 +42,7 @@ func TestPhasesCommand(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "<?xml") || !strings.Contains(out, "</svg>") {
 		t.Fatalf("svg: %v\n%.200s", err, out)
 	}
-	var ee *cli.ExitError
+	var ee *ExitError
 	if _, err = runPhases(t, "", "-o", "yaml", cold); !errors.As(err, &ee) || ee.Code != 2 {
 		t.Errorf("bad -o: %v, want exit 2", err)
 	}

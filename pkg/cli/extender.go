@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/extender"
 	"warmd.io/warmd/pkg/kubeconfig"
@@ -35,7 +34,7 @@ type extenderOptions struct {
 	leaseName    string
 }
 
-func newExtenderCommand(s cli.IOStreams) *cobra.Command {
+func newExtenderCommand(s IOStreams) *cobra.Command {
 	o := extenderOptions{}
 	cmd := &cobra.Command{
 		Use:   "extender",
@@ -80,18 +79,18 @@ and warmd_vllm_fresh_replicas{model}), /healthz and /readyz (ready once Nodes an
 	return cmd
 }
 
-func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error {
+func runExtender(ctx context.Context, s IOStreams, o extenderOptions) error {
 	log, err := newLogger(s, o.logFormat, o.logLevel)
 	if err != nil {
 		return err
 	}
 	o.serve.Default()
 	if err := o.serve.Validate(); err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	rc, err := kubeconfig.ForCommand(o.kubeconfig)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	rc.QPS, rc.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(rc)
@@ -100,7 +99,7 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	}
 	ln, err := net.Listen("tcp", o.serve.Listen)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --listen address)", o.serve.Listen, err)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --listen address)", o.serve.Listen, err)}
 	}
 	reg := metrics.NewRegistry()
 	ix := extender.NewIndex()
@@ -128,7 +127,7 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	} else {
 		mln, err := net.Listen("tcp", o.serve.MetricsListen)
 		if err != nil {
-			return &cli.ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --metrics-listen address)", o.serve.MetricsListen, err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("listen %s: %w (pick a free --metrics-listen address)", o.serve.MetricsListen, err)}
 		}
 		pm := http.NewServeMux()
 		pm.Handle("/", x.ProbeHandler())
@@ -138,7 +137,7 @@ func runExtender(ctx context.Context, s cli.IOStreams, o extenderOptions) error 
 	if o.serve.TLSCertFile != "" {
 		tc, err := extender.ServerTLS(extender.TLSFiles{Cert: o.serve.TLSCertFile, Key: o.serve.TLSKeyFile, ClientCA: o.serve.ClientCAFile}, log)
 		if err != nil {
-			return &cli.ExitError{Code: 2, Err: err}
+			return &ExitError{Code: 2, Err: err}
 		}
 		servers[0].Server.TLSConfig, servers[0].TLS = tc, true
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml"
@@ -29,11 +28,11 @@ type gpuReport struct {
 	Error     string            `json:"error,omitempty"`
 }
 
-func newGPUCommand(s cli.IOStreams) *cobra.Command {
+func newGPUCommand(s IOStreams) *cobra.Command {
 	return newGPUCommandWith(s, gpuOptions{})
 }
 
-func newGPUCommandWith(s cli.IOStreams, o gpuOptions) *cobra.Command {
+func newGPUCommandWith(s IOStreams, o gpuOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gpu",
 		Short: "Show this node's GPUs, their SKU key and identity labels",
@@ -46,7 +45,7 @@ fails it prints what it could read, lists the failed calls, and exits 1.`,
   warmd gpu --gfd-labels     # also show the nvidia.com/* names (config gpu.gfdLabels)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cli.CheckFormat(o.output, "table", "json", "yaml"); err != nil {
+			if err := CheckFormat(o.output, "table", "json", "yaml"); err != nil {
 				return err
 			}
 			det, now := o.detector, o.now
@@ -63,13 +62,13 @@ fails it prints what it could read, lists the failed calls, and exits 1.`,
 			if o.output == "table" {
 				err = status.WriteGPU(s.Out, st, now())
 			} else {
-				err = cli.PrintObject(s.Out, o.output, gpuReport{Inventory: inv, Labels: st.Labels, Cacheable: st.Cacheable, Error: st.LastError})
+				err = PrintObject(s.Out, o.output, gpuReport{Inventory: inv, Labels: st.Labels, Cacheable: st.Cacheable, Error: st.LastError})
 			}
 			if err != nil {
 				return err
 			}
 			if derr != nil {
-				return &cli.ExitError{Code: 1, Err: fmt.Errorf("GPU detection incomplete: %w", derr)}
+				return &ExitError{Code: 1, Err: fmt.Errorf("GPU detection incomplete: %w", derr)}
 			}
 			return nil
 		},

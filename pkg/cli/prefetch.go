@@ -1,14 +1,12 @@
-package main
+package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"warmd.io/warmd/pkg/cli"
 )
 
 // newPrefetchCommand groups the one-shot prefetch commands (images, weights) that do once, in the
 // foreground, what `warmd run` keeps doing.
-func newPrefetchCommand(s cli.IOStreams) *cobra.Command {
+func newPrefetchCommand(s IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "prefetch",
 		Short: "Fetch what the config asks for once, in the foreground, with progress",

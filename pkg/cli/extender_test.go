@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -24,7 +24,6 @@ import (
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/internal/testenv/testcerts"
-	"warmd.io/warmd/pkg/cli"
 )
 
 // TestExtenderCommand runs `warmd extender` against a real API server: it becomes ready once the
@@ -51,7 +50,7 @@ func TestExtenderCommand(t *testing.T) {
 	done := make(chan error, 1)
 	var errOut bytes.Buffer
 	go func() {
-		root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut})
+		root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut})
 		root.SetArgs([]string{"extender", "--kubeconfig", kubeconfig, "--listen", addr, "--log-format", "text"})
 		done <- root.ExecuteContext(ctx)
 	}()
@@ -127,7 +126,7 @@ func TestExtenderCommandTLS(t *testing.T) {
 	done := make(chan error, 1)
 	var errOut bytes.Buffer
 	go func() {
-		root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut})
+		root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: &errOut})
 		root.SetArgs([]string{"extender", "--kubeconfig", kubeconfig, "--listen", addr, "--metrics-listen", plain,
 			"--tls-cert-file", filepath.Join(dir, "tls.crt"), "--tls-key-file", filepath.Join(dir, "tls.key"),
 			"--client-ca-file", filepath.Join(dir, "ca.crt"), "--log-format", "text"})
@@ -196,7 +195,7 @@ func TestExtenderCommandTLS(t *testing.T) {
 	}
 
 	// A client CA without a plain listener is refused at start, by flag.
-	root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+	root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
 	root.SetArgs([]string{"extender", "--kubeconfig", kubeconfig, "--listen", freeAddr(t), "--tls-cert-file", filepath.Join(dir, "tls.crt"),
 		"--tls-key-file", filepath.Join(dir, "tls.key"), "--client-ca-file", filepath.Join(dir, "ca.crt")})
 	if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--metrics-listen") {

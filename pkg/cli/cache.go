@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,11 +18,11 @@ import (
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/cache"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/units"
 )
 
 type cacheOptions struct {
@@ -46,14 +46,14 @@ func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log 
 		t, err := cache.ReadNodeLink(o.dataDir)
 		if err != nil {
 			link := filepath.Join(o.dataDir, "compile-cache", cache.NodeLink)
-			return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("no --sku given and %s is not set (%v): run the daemon once on this node or pass --sku (see `warmd gpu`)", link, err)}
+			return nil, &ExitError{Code: 2, Err: fmt.Errorf("no --sku given and %s is not set (%v): run the daemon once on this node or pass --sku (see `warmd gpu`)", link, err)}
 		}
 		sku = t
 	}
 	m, err := cache.NewManager(cache.Options{DataDir: o.dataDir, SKU: sku, Store: store, Bucket: bucket, Prefix: prefix,
 		Node: os.Getenv("NODE_NAME"), Sync: !o.noSync, Log: log, ReadOnly: readOnly})
 	if errors.Is(err, fs.ErrNotExist) && readOnly {
-		return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("no compile-cache tree for SKU %s under %s: %w", sku, o.dataDir, err)}
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("no compile-cache tree for SKU %s under %s: %w", sku, o.dataDir, err)}
 	}
 	return m, err
 }
@@ -65,7 +65,7 @@ func (o *cacheOptions) manager(store objstore.Store, bucket, prefix string, log 
 func (o *cacheOptions) writer(command string, local func() error, daemon func(*api.Client) error) error {
 	dir, err := filepath.Abs(o.dataDir)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	lock, err := datadir.Acquire(dir, datadir.Holder{Command: command})
 	if err == nil {
@@ -79,7 +79,7 @@ func (o *cacheOptions) writer(command string, local func() error, daemon func(*a
 	return err
 }
 
-func newCacheCommand(s cli.IOStreams) *cobra.Command {
+func newCacheCommand(s IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache",
 		Short: "Compile caches per GPU SKU: pod settings, listing, export/import, push/pull",
@@ -99,7 +99,7 @@ type podCacheSettings struct {
 	Volumes      []corev1.Volume      `json:"volumes"`
 }
 
-func newCacheEnvCommand(s cli.IOStreams) *cobra.Command {
+func newCacheEnvCommand(s IOStreams) *cobra.Command {
 	var dataDir, model, output string
 	cmd := &cobra.Command{
 		Use:   "env",
@@ -115,12 +115,12 @@ model's tree a running pod uses. Paste the output into the container and pod spe
   warmd cache env -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if err := cli.CheckFormat(output, "yaml", "json"); err != nil {
+			if err := CheckFormat(output, "yaml", "json"); err != nil {
 				return err
 			}
 			env, err := cache.PodEnv(cache.PodMountPath, model)
 			if err != nil {
-				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--model: %w", err)}
+				return &ExitError{Code: 2, Err: fmt.Errorf("--model: %w", err)}
 			}
 			var st podCacheSettings
 			for _, e := range env {
@@ -136,7 +136,7 @@ model's tree a running pod uses. Paste the output into the container and pod spe
 					fmt.Fprintf(s.Out, "# %s: %s\n", e.Name, e.Why)
 				}
 			}
-			return cli.PrintObject(s.Out, output, st)
+			return PrintObject(s.Out, output, st)
 		},
 	}
 	f := cmd.Flags()
@@ -146,7 +146,7 @@ model's tree a running pod uses. Paste the output into the container and pod spe
 	return cmd
 }
 
-func newCacheLsCommand(s cli.IOStreams) *cobra.Command {
+func newCacheLsCommand(s IOStreams) *cobra.Command {
 	var o cacheOptions
 	var output string
 	cmd := &cobra.Command{
@@ -159,7 +159,7 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
   warmd cache ls --sku nvidia-h100-80gb-hbm3.sm90.cuda12.8.drv570-1a2b3c4d -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if err := cli.CheckFormat(output, "table", "json", "yaml"); err != nil {
+			if err := CheckFormat(output, "table", "json", "yaml"); err != nil {
 				return err
 			}
 			m, err := o.manager(nil, "", "", nil, true)
@@ -170,10 +170,10 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 			recs := m.Records()
 			slices.SortFunc(recs, func(a, b cache.Record) int { return b.LastUsed.Compare(a.LastUsed) })
 			if output != "table" {
-				return cli.PrintObject(s.Out, output, recs)
+				return PrintObject(s.Out, output, recs)
 			}
 			st := cache.Snapshot(m, "", "")
-			fmt.Fprintf(s.Out, "SKU %s: %s in %s, %d bundles\n", st.SKU, cli.Bytes(st.Bytes), st.Root, st.BundlesLocal)
+			fmt.Fprintf(s.Out, "SKU %s: %s in %s, %d bundles\n", st.SKU, units.Bytes(st.Bytes), st.Root, st.BundlesLocal)
 			tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUNDLE\tCOMPONENT\tFILES\tBYTES\tORIGIN\tLAST USED\tSTATE\tVERSIONS")
 			for _, r := range recs {
@@ -185,7 +185,7 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 					state = "shared"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.SHA256[:12], r.Manifest.Component, len(r.Manifest.Entries),
-					cli.Bytes(r.Manifest.Bytes), r.Origin, r.LastUsed.Format(time.RFC3339), state, versionsText(r.Manifest.Versions))
+					units.Bytes(r.Manifest.Bytes), r.Origin, r.LastUsed.Format(time.RFC3339), state, versionsText(r.Manifest.Versions))
 			}
 			return tw.Flush()
 		},
@@ -195,7 +195,7 @@ whether it is uploaded or evicted. It reads the data dir; the daemon need not ru
 	return cmd
 }
 
-func newCacheExportCommand(s cli.IOStreams) *cobra.Command {
+func newCacheExportCommand(s IOStreams) *cobra.Command {
 	var o cacheOptions
 	var out string
 	cmd := &cobra.Command{
@@ -208,7 +208,7 @@ run 'warmd cache import'.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--out is required: the dir to write bundle files to")}
+				return &ExitError{Code: 2, Err: fmt.Errorf("--out is required: the dir to write bundle files to")}
 			}
 			m, err := o.manager(nil, "", "", nil, true)
 			if err != nil {
@@ -227,7 +227,7 @@ run 'warmd cache import'.`,
 	return cmd
 }
 
-func newCacheImportCommand(s cli.IOStreams) *cobra.Command {
+func newCacheImportCommand(s IOStreams) *cobra.Command {
 	var o cacheOptions
 	var component string
 	cmd := &cobra.Command{
@@ -288,7 +288,7 @@ command takes the data dir's lock itself.`,
 				return err
 			}
 			if failed > 0 {
-				return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d of %d bundles not imported", failed, len(args))}
+				return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d bundles not imported", failed, len(args))}
 			}
 			return nil
 		},
@@ -300,7 +300,7 @@ command takes the data dir's lock itself.`,
 
 // newCacheSyncCommand is push (capture + upload) or pull (restore) once, outside the daemon: for
 // seeding a bucket from a node that compiled, and for benchmarks.
-func newCacheSyncCommand(s cli.IOStreams, dir string) *cobra.Command {
+func newCacheSyncCommand(s IOStreams, dir string) *cobra.Command {
 	var o cacheOptions
 	short := map[string]string{"push": "Capture the node's new compile-cache files and upload them to the bucket once",
 		"pull": "Restore the SKU's bundles from the bucket once"}[dir]
@@ -314,17 +314,17 @@ or to check access. While the daemon runs, it is asked to do it now (over its so
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(o.configPath)
 			if err != nil {
-				return &cli.ExitError{Code: 2, Err: err}
+				return &ExitError{Code: 2, Err: err}
 			}
 			if cfg.CompileCache.Remote == "" {
-				return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s sets no compileCache.remote: set it to s3://bucket/prefix", o.configPath)}
+				return &ExitError{Code: 2, Err: fmt.Errorf("%s sets no compileCache.remote: set it to s3://bucket/prefix", o.configPath)}
 			}
 			if !cmd.Flags().Changed("data-dir") {
 				o.dataDir = cfg.DataDir
 			}
 			bucket, prefix, err := config.ParseS3URL(cfg.CompileCache.Remote)
 			if err != nil {
-				return &cli.ExitError{Code: 2, Err: err}
+				return &ExitError{Code: 2, Err: err}
 			}
 			ctx := cmd.Context()
 			return o.writer("warmd cache "+dir, func() error {
@@ -357,7 +357,7 @@ or to check access. While the daemon runs, it is asked to do it now (over its so
 	return cmd
 }
 
-func runSync(ctx context.Context, s cli.IOStreams, m *cache.Manager, dir string) error {
+func runSync(ctx context.Context, s IOStreams, m *cache.Manager, dir string) error {
 	start := time.Now()
 	if dir == "push" {
 		res, err := m.Capture(ctx)
@@ -381,7 +381,7 @@ func runSync(ctx context.Context, s cli.IOStreams, m *cache.Manager, dir string)
 		fmt.Fprintf(s.ErrOut, "refused: %s\n", r)
 	}
 	if len(res.Refused) > 0 {
-		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(res.Refused))}
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(res.Refused))}
 	}
 	return nil
 }
@@ -405,7 +405,7 @@ func importThrough(ctx context.Context, c *api.Client, file, component string) (
 }
 
 // printSync reports what the daemon's pull or push did, as runSync does for a local one.
-func printSync(s cli.IOStreams, r *api.CacheSync) error {
+func printSync(s IOStreams, r *api.CacheSync) error {
 	if r.Op == "push" {
 		fmt.Fprintf(s.Out, "captured %d bundles (%d files not complete yet), uploaded %d in %.2fs\n", r.Captured, r.Pending, r.Uploaded, r.Seconds)
 		return nil
@@ -415,7 +415,7 @@ func printSync(s cli.IOStreams, r *api.CacheSync) error {
 		fmt.Fprintf(s.ErrOut, "refused: %s\n", x)
 	}
 	if len(r.Refused) > 0 {
-		return &cli.ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(r.Refused))}
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d bundles refused", len(r.Refused))}
 	}
 	return nil
 }

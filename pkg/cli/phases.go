@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/phases"
 )
 
@@ -16,7 +15,7 @@ type phasesOptions struct {
 	output string
 }
 
-func newPhasesCommand(s cli.IOStreams) *cobra.Command {
+func newPhasesCommand(s IOStreams) *cobra.Command {
 	o := phasesOptions{}
 	cmd := &cobra.Command{
 		Use:   "phases [FILE|-]...",
@@ -32,7 +31,7 @@ writes a waterfall chart to stdout.`,
   kubectl logs --timestamps vllm-0 | warmd phases -
   warmd phases cold.log warm.log -o svg > startup.svg`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cli.CheckFormat(o.output, "table", "json", "svg"); err != nil {
+			if err := CheckFormat(o.output, "table", "json", "svg"); err != nil {
 				return err
 			}
 			if len(args) == 0 {
@@ -47,7 +46,7 @@ writes a waterfall chart to stdout.`,
 					if ctxErr := cmd.Context().Err(); ctxErr != nil {
 						return ctxErr
 					}
-					return &cli.ExitError{Code: 1, Err: err}
+					return &ExitError{Code: 1, Err: err}
 				}
 				rs = append(rs, r)
 			}
@@ -66,9 +65,9 @@ writes a waterfall chart to stdout.`,
 
 // parsePhasesInput parses one file (or stdin for "-"). The file's modification time supplies the year
 // that vLLM's own timestamps lack. Reads stop when ctx ends, even a read blocked on a quiet stdin.
-func parsePhasesInput(ctx context.Context, s cli.IOStreams, name string) (phases.Result, error) {
+func parsePhasesInput(ctx context.Context, s IOStreams, name string) (phases.Result, error) {
 	if name == "-" {
-		return phases.Parse(cli.ContextReader(ctx, s.In), phases.Options{Source: "-", Reference: time.Now()})
+		return phases.Parse(ContextReader(ctx, s.In), phases.Options{Source: "-", Reference: time.Now()})
 	}
 	f, err := openContext(ctx, name)
 	if err != nil {
@@ -79,7 +78,7 @@ func parsePhasesInput(ctx context.Context, s cli.IOStreams, name string) (phases
 	if st, err := f.Stat(); err == nil {
 		ref = st.ModTime()
 	}
-	return phases.Parse(cli.ContextReader(ctx, f), phases.Options{Source: name, Reference: ref})
+	return phases.Parse(ContextReader(ctx, f), phases.Options{Source: name, Reference: ref})
 }
 
 // openContext opens name for reading, giving up when ctx ends: opening a FIFO blocks until a writer

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/assemble"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/datadir"
@@ -27,7 +26,7 @@ type prefetchImagesOptions struct {
 	timeout    time.Duration
 }
 
-func newPrefetchImagesCommand(s cli.IOStreams) *cobra.Command {
+func newPrefetchImagesCommand(s IOStreams) *cobra.Command {
 	o := prefetchImagesOptions{}
 	cmd := &cobra.Command{
 		Use:   "images",
@@ -51,8 +50,8 @@ the daemon finds them. It never removes anything. Exit status 1 when any image f
 	return cmd
 }
 
-func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOptions) error {
-	if err := cli.CheckProgress(o.progress); err != nil {
+func prefetchImages(ctx context.Context, s IOStreams, o prefetchImagesOptions) error {
+	if err := CheckProgress(o.progress); err != nil {
 		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
@@ -61,11 +60,11 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 	}
 	cfg, err := config.Load(o.configPath)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
 	}
 	release, err := lockForImages(cfg)
 	if err != nil {
-		return &cli.ExitError{Code: 1, Err: err}
+		return &ExitError{Code: 1, Err: err}
 	}
 	defer release()
 	if ctx == nil {
@@ -83,7 +82,7 @@ func prefetchImages(ctx context.Context, s cli.IOStreams, o prefetchImagesOption
 	pr.Finish()
 	printImageSummary(s, st, time.Since(start))
 	if err != nil {
-		return &cli.ExitError{Code: 1, Err: fmt.Errorf("some images are not warm:\n%w", err)}
+		return &ExitError{Code: 1, Err: fmt.Errorf("some images are not warm:\n%w", err)}
 	}
 	return nil
 }
@@ -104,13 +103,13 @@ func imageDeps(cfg *config.NodeConfig, log *slog.Logger) daemon.Deps {
 
 // layerProgress shows one bar per layer, or a plain line as each layer completes.
 type layerProgress struct {
-	*cli.Progress
+	*Progress
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
-func newLayerProgress(ctx context.Context, s cli.IOStreams, mode string) *layerProgress {
-	return &layerProgress{Progress: cli.NewProgress(ctx, s, mode, 32), seen: map[string]bool{}}
+func newLayerProgress(ctx context.Context, s IOStreams, mode string) *layerProgress {
+	return &layerProgress{Progress: NewProgress(ctx, s, mode, 32), seen: map[string]bool{}}
 }
 
 func (lp *layerProgress) report(name string, p prefetch.Progress) {
@@ -119,7 +118,7 @@ func (lp *layerProgress) report(name string, p prefetch.Progress) {
 	for i, l := range p.Layers {
 		key := name + " " + l.Digest.String()
 		label := fmt.Sprintf("%s layer %d/%d %s", shortName(name), i+1, len(p.Layers), l.Digest.Encoded()[:12])
-		lp.Bar(key, cli.BarUpdate{Label: label, Done: l.Done, Total: l.Size, Final: l.Complete, Percent: true})
+		lp.Bar(key, BarUpdate{Label: label, Done: l.Done, Total: l.Size, Final: l.Complete, Percent: true})
 		if l.Complete && !lp.seen[key] {
 			lp.seen[key] = true
 			from := ""
@@ -138,7 +137,7 @@ func shortName(name string) string {
 	return name
 }
 
-func printImageSummary(s cli.IOStreams, st prefetch.ImagesStatus, took time.Duration) {
+func printImageSummary(s IOStreams, st prefetch.ImagesStatus, took time.Duration) {
 	fmt.Fprintf(s.Out, "Backend: %s (%s API): %s\n", orDashStr(st.Backend.Name), orDashStr(st.Backend.Path), orDashStr(st.Backend.Detail))
 	if st.Error != "" {
 		fmt.Fprintf(s.Out, "Error:   %s\n", st.Error)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -15,8 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"warmd.io/warmd/pkg/cli"
 )
 
 // TestPrefetchImages runs the one-shot command against an in-process registry with the embedded
@@ -61,13 +59,13 @@ func TestPrefetchImages(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+			root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 			root.SetArgs([]string{"prefetch", "images", "--config", cfgFor(tc.images...), "--progress", "plain"})
 			err := root.Execute()
 			code := 0
 			if err != nil {
 				code = 1
-				if ee, ok := err.(*cli.ExitError); ok {
+				if ee, ok := err.(*ExitError); ok {
 					code = ee.Code
 				}
 				errOut.WriteString(err.Error())

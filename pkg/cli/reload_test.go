@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -117,7 +117,7 @@ func TestReloadedModelIsManaged(t *testing.T) {
 	// 2. A pod serving it starts: its start is recorded under the model's name.
 	podLog := filepath.Join(dir, "pods", "default_vllm-0_uid-0", "vllm", "0.log")
 	os.MkdirAll(filepath.Dir(podLog), 0o755)
-	b, err := os.ReadFile("../../pkg/phases/testdata/seed-7b-warm.log")
+	b, err := os.ReadFile("../phases/testdata/seed-7b-warm.log")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/status"
 )
@@ -29,13 +28,13 @@ func addClusterStatusFlags(f *pflag.FlagSet, o *clusterStatusOptions) {
 }
 
 // runStatusCluster lists Nodes and prints the cluster view: for each model, the Nodes fastest first.
-func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clusterStatusOptions) error {
-	if err := cli.CheckFormat(output, "table", "wide", "json", "yaml"); err != nil {
+func runStatusCluster(ctx context.Context, s IOStreams, output string, o clusterStatusOptions) error {
+	if err := CheckFormat(output, "table", "wide", "json", "yaml"); err != nil {
 		return err
 	}
 	rc, err := kubeconfig.ForCommand(o.kubeconfig)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -48,7 +47,7 @@ func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clu
 	}
 	nodes, err := cs.CoreV1().Nodes().List(ctx, opts)
 	if err != nil {
-		return &cli.ExitError{Code: 3, Err: fmt.Errorf("list Nodes: %w (check --kubeconfig and that you may list nodes)", err)}
+		return &ExitError{Code: 3, Err: fmt.Errorf("list Nodes: %w (check --kubeconfig and that you may list nodes)", err)}
 	}
 	rows := status.ClusterRows(nodes.Items, status.ClusterFilter{Model: o.model, SKU: o.sku})
 	switch output {
@@ -56,7 +55,7 @@ func runStatusCluster(ctx context.Context, s cli.IOStreams, output string, o clu
 		if rows == nil {
 			rows = []status.ClusterRow{}
 		}
-		return cli.PrintObject(s.Out, output, rows)
+		return PrintObject(s.Out, output, rows)
 	}
 	return status.RenderCluster(s.Out, rows, output == "wide")
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/weights"
+	"warmd.io/warmd/pkg/units"
 )
 
 type prefetchWeightsOptions struct {
@@ -41,7 +41,7 @@ type prefetchWeightsOptions struct {
 	logLevel   string
 }
 
-func newPrefetchWeightsCommand(s cli.IOStreams) *cobra.Command {
+func newPrefetchWeightsCommand(s IOStreams) *cobra.Command {
 	o := prefetchWeightsOptions{}
 	cmd := &cobra.Command{
 		Use:   "weights [--config FILE [--model NAME]... | SOURCE DIR]",
@@ -59,7 +59,7 @@ Exit status 1 when any model failed.`,
   warmd prefetch weights s3://models/qwen7b/ /mnt/hf --name Qwen/Qwen2.5-7B-Instruct --endpoint http://127.0.0.1:9000`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 0 && len(args) != 2 {
-				return &cli.ExitError{Code: 2, Err: errors.New("want either --config FILE or SOURCE DIR")}
+				return &ExitError{Code: 2, Err: errors.New("want either --config FILE or SOURCE DIR")}
 			}
 			return nil
 		},
@@ -85,11 +85,11 @@ Exit status 1 when any model failed.`,
 	return cmd
 }
 
-func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptions, args []string) error {
-	if err := cli.CheckFormat(o.output, "text", "json"); err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+func prefetchWeights(cmd *cobra.Command, s IOStreams, o prefetchWeightsOptions, args []string) error {
+	if err := CheckFormat(o.output, "text", "json"); err != nil {
+		return &ExitError{Code: 2, Err: err}
 	}
-	if err := cli.CheckProgress(o.progress); err != nil {
+	if err := CheckProgress(o.progress); err != nil {
 		return err
 	}
 	log, err := newLogger(s, "text", o.logLevel)
@@ -107,18 +107,18 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 		err = errors.New("give either --config FILE or SOURCE DIR, not both")
 	}
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	if err := applyTuning(cfg, o); err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	models, err := pickModels(cfg, o.models)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: err}
+		return &ExitError{Code: 2, Err: err}
 	}
 	release, err := lockForWeights(cfg.DataDir)
 	if err != nil {
-		return &cli.ExitError{Code: 1, Err: err}
+		return &ExitError{Code: 1, Err: err}
 	}
 	defer release()
 	ctx := cmd.Context()
@@ -149,14 +149,14 @@ func prefetchWeights(cmd *cobra.Command, s cli.IOStreams, o prefetchWeightsOptio
 	}
 	pr.Finish()
 	if o.output == "json" {
-		if err := cli.PrintObject(s.Out, "json", results); err != nil {
+		if err := PrintObject(s.Out, "json", results); err != nil {
 			return err
 		}
 	} else {
 		printWeightsSummary(s, results)
 	}
 	if len(failed) > 0 {
-		return &cli.ExitError{Code: 1, Err: fmt.Errorf("some models are not ready:\n  %s", strings.Join(failed, "\n  "))}
+		return &ExitError{Code: 1, Err: fmt.Errorf("some models are not ready:\n  %s", strings.Join(failed, "\n  "))}
 	}
 	return nil
 }
@@ -248,14 +248,14 @@ func pickModels(cfg *config.NodeConfig, names []string) ([]config.Model, error) 
 // weightsProgress shows one live bar per model (bytes, state, rate, ETA), or a plain line when a
 // model's state changes and every 2 s while it downloads.
 type weightsProgress struct {
-	*cli.Progress
+	*Progress
 	mu   sync.Mutex // guards last and said
 	last map[string]prefetch.State
 	said map[string]time.Time
 }
 
-func newWeightsProgress(ctx context.Context, s cli.IOStreams, mode string) *weightsProgress {
-	return &weightsProgress{Progress: cli.NewProgress(ctx, s, mode, 40), last: map[string]prefetch.State{}, said: map[string]time.Time{}}
+func newWeightsProgress(ctx context.Context, s IOStreams, mode string) *weightsProgress {
+	return &weightsProgress{Progress: NewProgress(ctx, s, mode, 40), last: map[string]prefetch.State{}, said: map[string]time.Time{}}
 }
 
 func (wp *weightsProgress) report(st prefetch.ModelStatus) {
@@ -266,9 +266,9 @@ func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 	if st.BytesTotal > 0 || st.State != prefetch.StateQueued || wp.HasBar(st.Model) {
 		extra := ""
 		if st.BytesPerSecond > 0 {
-			extra = cli.Rate(st.BytesPerSecond) + " ETA " + (time.Duration(st.ETASeconds) * time.Second).String()
+			extra = units.Rate(st.BytesPerSecond) + " ETA " + (time.Duration(st.ETASeconds) * time.Second).String()
 		}
-		wp.Bar(st.Model, cli.BarUpdate{Label: st.Model, Done: st.BytesDone, Total: st.BytesTotal, Status: string(st.State), Extra: extra,
+		wp.Bar(st.Model, BarUpdate{Label: st.Model, Done: st.BytesDone, Total: st.BytesTotal, Status: string(st.State), Extra: extra,
 			Final: st.State == prefetch.StateReady || st.State == prefetch.StateFailed})
 	}
 	if st.State != prev || time.Since(wp.said[st.Model]) > 2*time.Second {
@@ -278,9 +278,9 @@ func (wp *weightsProgress) report(st prefetch.ModelStatus) {
 }
 
 func progressLine(st prefetch.ModelStatus) string {
-	line := fmt.Sprintf("%s / %s", cli.Bytes(st.BytesDone), cli.Bytes(st.BytesTotal))
+	line := fmt.Sprintf("%s / %s", units.Bytes(st.BytesDone), units.Bytes(st.BytesTotal))
 	if st.BytesPerSecond > 0 {
-		line += fmt.Sprintf(", %s, ETA %s", cli.Rate(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
+		line += fmt.Sprintf(", %s, ETA %s", units.Rate(st.BytesPerSecond), (time.Duration(st.ETASeconds) * time.Second).String())
 	}
 	if st.Reason != "" {
 		line += ": " + st.Reason
@@ -288,7 +288,7 @@ func progressLine(st prefetch.ModelStatus) string {
 	return line
 }
 
-func printWeightsSummary(s cli.IOStreams, results []prefetch.ModelStatus) {
+func printWeightsSummary(s IOStreams, results []prefetch.ModelStatus) {
 	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tREVISION\tSTATE\tSIZE\tTIME\tVERIFIED\tSNAPSHOT")
 	for _, st := range results {
@@ -300,7 +300,7 @@ func printWeightsSummary(s cli.IOStreams, results []prefetch.ModelStatus) {
 		if snap == "" {
 			snap = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Model, st.Revision, st.State, cli.Bytes(st.BytesTotal), dur, verifiedSummary(st.Files), snap)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Model, st.Revision, st.State, units.Bytes(st.BytesTotal), dur, verifiedSummary(st.Files), snap)
 	}
 	tw.Flush()
 	for _, st := range results {

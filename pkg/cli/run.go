@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/assemble"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/metrics"
@@ -29,7 +28,7 @@ type runOptions struct {
 	grace      time.Duration
 }
 
-func newRunCommand(s cli.IOStreams) *cobra.Command {
+func newRunCommand(s IOStreams) *cobra.Command {
 	o := runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -54,10 +53,10 @@ the previous config keeps running. SIGTERM or SIGINT stops it within --grace.`,
 	return cmd
 }
 
-func newLogger(s cli.IOStreams, format, level string) (*slog.Logger, error) {
+func newLogger(s IOStreams, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("--log-level %q: use debug, info, warn or error", level)}
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("--log-level %q: use debug, info, warn or error", level)}
 	}
 	ho := &slog.HandlerOptions{Level: lv}
 	switch format {
@@ -66,25 +65,25 @@ func newLogger(s cli.IOStreams, format, level string) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(s.ErrOut, ho)), nil
 	}
-	return nil, &cli.ExitError{Code: 2, Err: fmt.Errorf("--log-format %q: use json or text", format)}
+	return nil, &ExitError{Code: 2, Err: fmt.Errorf("--log-format %q: use json or text", format)}
 }
 
-func runDaemon(cmd *cobra.Command, s cli.IOStreams, o runOptions) error {
+func runDaemon(cmd *cobra.Command, s IOStreams, o runOptions) error {
 	log, err := newLogger(s, o.logFormat, o.logLevel)
 	if err != nil {
 		return err
 	}
 	if o.grace < minGrace || o.grace > maxGrace {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--grace %s is outside %s..%s: shutdown needs a moment to stop the parts, "+
+		return &ExitError{Code: 2, Err: fmt.Errorf("--grace %s is outside %s..%s: shutdown needs a moment to stop the parts, "+
 			"and the kubelet kills the pod after terminationGracePeriodSeconds anyway", o.grace, minGrace, maxGrace)}
 	}
 	data, err := config.Read(o.configPath)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%w (pass --config FILE)", err)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("%w (pass --config FILE)", err)}
 	}
 	cfg, err := config.Parse(data)
 	if err != nil {
-		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
+		return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", o.configPath, err)}
 	}
 	log.Info("effective config", "file", o.configPath, "config", cfg)
 	reg := metrics.NewRegistry()

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary act as the warmd binary: with WARMD_TEST_MAIN=1 it runs main with the
-// given arguments, so the tests below check real exit codes, signals and files, not a function.
+// TestMain lets the test binary act as the warmd binary: with WARMD_TEST_MAIN=1 it runs Main with the
+// given arguments, as cmd/warmd's main does, so the tests below check real exit codes, signals and
+// files, not a function.
 func TestMain(m *testing.M) {
 	if os.Getenv("WARMD_TEST_MAIN") == "1" {
 		os.Args = append([]string{"warmd"}, strings.Fields(os.Getenv("WARMD_TEST_ARGS"))...)
-		main()
-		return
+		os.Exit(Main())
 	}
 	os.Exit(m.Run())
 }

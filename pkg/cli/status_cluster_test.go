@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/status"
 )
 
@@ -45,7 +44,7 @@ func TestStatusCluster(t *testing.T) {
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		root.SetArgs(append([]string{"status", "--cluster", "--kubeconfig", kubeconfig}, args...))
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("warmd status --cluster %v: %v (%s)", args, err, errOut.String())
@@ -86,7 +85,7 @@ func TestStatusCluster(t *testing.T) {
 		}
 	})
 	t.Run("bad format is refused", func(t *testing.T) {
-		root := newRootCommand(cli.IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+		root := NewRootCommand(IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
 		root.SetArgs([]string{"status", "--cluster", "-o", "svg"})
 		if err := root.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "wide") {
 			t.Errorf("err = %v", err)

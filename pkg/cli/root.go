@@ -1,12 +1,11 @@
-package main
+package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"warmd.io/warmd/pkg/cli"
 )
 
-func newRootCommand(s cli.IOStreams) *cobra.Command {
+// NewRootCommand is the warmd command and its subcommands on streams s (tests pass buffers).
+func NewRootCommand(s IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "warmd",
 		Short: "Keep GPU nodes warm for vLLM: images, weights, compile caches, startup phases, readiness",
@@ -19,7 +18,7 @@ measures every vLLM startup phase, and publishes what is warm on the Node.`,
 	root.SetIn(s.In)
 	root.SetOut(s.Out)
 	root.SetErr(s.ErrOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cli.ExitError{Code: 2, Err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	root.AddCommand(
 		newRunCommand(s),
 		newStatusCommand(s),

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"warmd.io/warmd/pkg/api"
-	"warmd.io/warmd/pkg/cli"
 )
 
 // serveStatus serves a recorded /v1/status on a unix socket, as the daemon does, and returns the socket.
@@ -57,12 +56,12 @@ func TestStatusGolden(t *testing.T) {
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			cmd := newStatusCommandWith(cli.IOStreams{Out: &out, ErrOut: &errOut}, statusOptions{now: func() time.Time { return now }})
+			cmd := newStatusCommandWith(IOStreams{Out: &out, ErrOut: &errOut}, statusOptions{now: func() time.Time { return now }})
 			cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under the root command
 			cmd.SetArgs(append([]string{"--socket", serveStatus(t, tc.fixture)}, tc.args...))
 			err := cmd.Execute()
 			code := 0
-			var ee *cli.ExitError
+			var ee *ExitError
 			if errors.As(err, &ee) {
 				code = ee.Code
 			} else if err != nil {
@@ -78,7 +77,7 @@ func TestStatusGolden(t *testing.T) {
 
 func TestStatusJSONIsTheRawObject(t *testing.T) {
 	var out bytes.Buffer
-	cmd := newStatusCommandWith(cli.IOStreams{Out: &out, ErrOut: &out}, statusOptions{})
+	cmd := newStatusCommandWith(IOStreams{Out: &out, ErrOut: &out}, statusOptions{})
 	cmd.SetArgs([]string{"--socket", serveStatus(t, "warm.json"), "-o", "json"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
@@ -92,7 +91,7 @@ func TestStatusJSONIsTheRawObject(t *testing.T) {
 
 func TestStatusWatchStopsWhenWarm(t *testing.T) {
 	var out bytes.Buffer
-	cmd := newStatusCommandWith(cli.IOStreams{Out: &out, ErrOut: &out}, statusOptions{})
+	cmd := newStatusCommandWith(IOStreams{Out: &out, ErrOut: &out}, statusOptions{})
 	cmd.SetArgs([]string{"--socket", serveStatus(t, "warm.json"), "--watch", "--until-warm", "--interval", "10ms"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)

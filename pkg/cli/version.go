@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -6,11 +6,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/version"
 )
 
-func newVersionCommand(s cli.IOStreams) *cobra.Command {
+func newVersionCommand(s IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Print warmd's version",

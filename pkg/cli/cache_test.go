@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -13,14 +13,13 @@ import (
 
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/cache/cachetest"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/datadir"
 )
 
 func runCache(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRootCommand(cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	root := NewRootCommand(IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	root.SetArgs(append([]string{"cache"}, args...))
 	err := root.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
@@ -31,7 +30,7 @@ func runCache(t *testing.T, args ...string) (string, string, error) {
 // ("org/a b" and "org/a-b") could share.
 func TestCacheEnvRefusesANameThatIsNoModelID(t *testing.T) {
 	_, _, err := runCache(t, "env", "--model", "org/a b")
-	var ee *cli.ExitError
+	var ee *ExitError
 	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), "model name") {
 		t.Fatalf("err = %v, want exit 2 naming the model name rule", err)
 	}
@@ -109,7 +108,7 @@ func TestCacheExportImportLs(t *testing.T) {
 		t.Fatalf("ls: %v\n%s", err, stdout)
 	}
 	_, stderr, err := runCache(t, "import", "--data-dir", other, "--sku", "nvidia-h100-80gb-hbm3.sm90.cuda12.8.drv570-5e6f7a8b", files[0])
-	var ee *cli.ExitError
+	var ee *ExitError
 	if !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(stderr, "built on SKU") {
 		t.Fatalf("import into another SKU: err %v, stderr %q", err, stderr)
 	}

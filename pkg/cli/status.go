@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"warmd.io/warmd/pkg/api"
-	"warmd.io/warmd/pkg/cli"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/status"
@@ -32,11 +31,11 @@ type statusOptions struct {
 // errNotWarm is --check's answer when the node is not warm (exit 1).
 var errNotWarm = errors.New("node is not warm")
 
-func newStatusCommand(s cli.IOStreams) *cobra.Command {
+func newStatusCommand(s IOStreams) *cobra.Command {
 	return newStatusCommandWith(s, statusOptions{})
 }
 
-func newStatusCommandWith(s cli.IOStreams, o statusOptions) *cobra.Command {
+func newStatusCommandWith(s IOStreams, o statusOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what is warm on this node",
@@ -56,7 +55,7 @@ probes and scripts; 3 when the daemon does not answer); -o json|yaml prints the 
 			if o.cluster.enabled {
 				return runStatusCluster(cmd.Context(), s, o.output, o.cluster)
 			}
-			if err := cli.CheckFormat(o.output, "table", "json", "yaml"); err != nil {
+			if err := CheckFormat(o.output, "table", "json", "yaml"); err != nil {
 				return err
 			}
 			if o.socket == "" {
@@ -65,7 +64,7 @@ probes and scripts; 3 when the daemon does not answer); -o json|yaml prints the 
 			if o.watch {
 				return watchStatus(cmd.Context(), s, o)
 			}
-			_, err := showStatus(cmd.Context(), s, o, cli.IsTerminal(s.Out))
+			_, err := showStatus(cmd.Context(), s, o, IsTerminal(s.Out))
 			return err
 		},
 	}
@@ -82,10 +81,10 @@ probes and scripts; 3 when the daemon does not answer); -o json|yaml prints the 
 }
 
 // showStatus fetches and prints the status once; it reports whether the node is warm.
-func showStatus(ctx context.Context, s cli.IOStreams, o statusOptions, color bool) (bool, error) {
+func showStatus(ctx context.Context, s IOStreams, o statusOptions, color bool) (bool, error) {
 	st, err := api.NewClient(o.socket).Status(ctx)
 	if err != nil {
-		return false, &cli.ExitError{Code: 3, Err: err}
+		return false, &ExitError{Code: 3, Err: err}
 	}
 	r, _, _ := readiness.Section.Decode(st.Sections)
 	now := time.Now
@@ -93,7 +92,7 @@ func showStatus(ctx context.Context, s cli.IOStreams, o statusOptions, color boo
 		now = o.now
 	}
 	if o.output != "table" {
-		err = cli.PrintObject(s.Out, o.output, st)
+		err = PrintObject(s.Out, o.output, st)
 	} else {
 		err = status.Render(s.Out, st, now(), status.Options{Color: color})
 	}
@@ -101,14 +100,14 @@ func showStatus(ctx context.Context, s cli.IOStreams, o statusOptions, color boo
 		return r.Warm, err
 	}
 	if o.check && !r.Warm {
-		return false, &cli.ExitError{Code: 1, Err: errNotWarm}
+		return false, &ExitError{Code: 1, Err: errNotWarm}
 	}
 	return r.Warm, nil
 }
 
 // watchStatus redraws the status: in place on a terminal, as separated frames elsewhere (logs, CI).
-func watchStatus(ctx context.Context, s cli.IOStreams, o statusOptions) error {
-	tty := cli.IsTerminal(s.Out)
+func watchStatus(ctx context.Context, s IOStreams, o statusOptions) error {
+	tty := IsTerminal(s.Out)
 	o.check = false
 	for {
 		var frame bytes.Buffer
