@@ -34,21 +34,27 @@ import (
 	"warmd.io/warmd/pkg/readiness/fromstate"
 )
 
-var _ daemon.Part = (*nodewatch.Watcher)(nil)
+// The watches behind daemon.Deps: the Node watcher is a part too (it runs its watch).
+var (
+	_ daemon.Part     = (*nodewatch.Watcher)(nil)
+	_ daemon.NodeView = (*nodewatch.Watcher)(nil)
+	_ daemon.PodWatch = (*podwatch.Watcher)(nil)
+)
 
 // Parts is the daemon.Assembler of `warmd run`.
 func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	// 1. One API client, unless readiness.disabled keeps warmd off the API server; and this node's
 	// view of its Node object, which decides through nodeSelectors which models it wants.
+	node := nodewatch.Off(d.Config.NodeName)
 	if !d.Config.Readiness.Disabled {
 		kc, err := KubeClient(d.Config.Readiness.Kubeconfig)
 		if err != nil {
 			return daemon.Assembly{}, err
 		}
-		d.Kube, d.Node, d.Pods = kc, nodewatch.New(kc, d.Config.NodeName), podwatch.New(kc, d.Config.NodeName)
-	} else {
-		d.Node = nodewatch.Off(d.Config.NodeName)
+		node = nodewatch.New(kc, d.Config.NodeName)
+		d.Kube, d.Pods = kc, podwatch.New(kc, d.Config.NodeName)
 	}
+	d.Node = node
 
 	// 2. The GPU: inventory and SKU key, published in the gpu section; the cache and phases key by it.
 	gpu := nvml.NewPart(d, nvml.PartOptions{Detector: nvml.DetectorFromEnv(gonvml.New())})
@@ -111,7 +117,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 		return daemon.Assembly{}, err
 	}
 
-	parts := []daemon.Part{d.Node, gpu, img, wts}
+	parts := []daemon.Part{node, gpu, img, wts}
 	parts = append(parts, ps) // with peers.enabled off too, in the state "disabled"
 	parts = append(parts, cc) // with compileCache.disabled too, in the state "disabled"
 	if pw != nil {

@@ -1,6 +1,6 @@
 // Package daemon runs warmd's parts together: it loads nothing itself (pkg/cli's run command hands
-// it a parsed config) and builds nothing itself (an Assembler, pkg/assemble in `warmd run`, builds the parts); it
-// starts every part and the API listeners in one errgroup, feeds config reloads to the parts, answers
+// it a parsed config) and builds nothing itself (an Assembler, pkg/assemble in `warmd run`, builds
+// the parts); it starts every part and the API listeners in one errgroup, feeds config reloads to the parts, answers
 // /readyz from the parts' Ready, and stops everything within a bounded grace period when its context
 // ends.
 //
@@ -28,8 +28,6 @@ import (
 	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/datadir"
 	"warmd.io/warmd/pkg/metrics"
-	"warmd.io/warmd/pkg/nodewatch"
-	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/version"
 )
@@ -59,11 +57,12 @@ type Deps struct {
 	Log     *slog.Logger
 	// Kube is the one API client; nil with readiness.disabled.
 	Kube kubernetes.Interface
-	// Node is this node's view of its Node object (nodewatch.Off without an API server).
-	Node *nodewatch.Watcher
+	// Node is this node's view of its Node object (pkg/nodewatch; nodewatch.Off without an API
+	// server).
+	Node NodeView
 	// Pods is this node's one watch of the pods bound to it, shared by the parts that read pods
-	// (nil without an API server).
-	Pods *podwatch.Watcher
+	// (pkg/podwatch; nil without an API server).
+	Pods PodWatch
 }
 
 // Assembly is what an Assembler built: the parts, in data-flow order (they start in it), and the

@@ -26,7 +26,7 @@ type Watcher struct {
 	node   string
 
 	mu   sync.Mutex
-	subs map[*Subscription]struct{}
+	subs map[*subscription]struct{}
 	cur  *watch // nil while nobody subscribes
 }
 
@@ -42,7 +42,7 @@ type watch struct {
 // New returns the watch of node's pods through client; nothing is asked of the API server until a
 // part subscribes.
 func New(client kubernetes.Interface, node string) *Watcher {
-	return &Watcher{client: client, node: node, subs: map[*Subscription]struct{}{}}
+	return &Watcher{client: client, node: node, subs: map[*subscription]struct{}{}}
 }
 
 // Node is the node whose pods are watched.
@@ -51,7 +51,7 @@ func (w *Watcher) Node() string { return w.node }
 // Subscribe joins the watch, starting it when nobody watched: the subscription's Changed channel
 // is poked (never blocking: one poke stands for any number) on every pod event and watch error, and
 // once at the start so the subscriber lists what is there. Close leaves it.
-func (w *Watcher) Subscribe() (*Subscription, error) {
+func (w *Watcher) Subscribe() (Subscription, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cur == nil {
@@ -61,7 +61,7 @@ func (w *Watcher) Subscribe() (*Subscription, error) {
 		}
 		w.cur = cur
 	}
-	s := &Subscription{w: w, cur: w.cur, c: make(chan struct{}, 1)}
+	s := &subscription{w: w, cur: w.cur, c: make(chan struct{}, 1)}
 	w.subs[s] = struct{}{}
 	s.poke()
 	return s, nil
@@ -104,15 +104,34 @@ func (w *Watcher) pokeAll() {
 	}
 }
 
-// Subscription is one part's membership in the watch.
-type Subscription struct {
+// Subscription is one part's membership in the watch: what a part reads of this node's pods. The
+// parts hold it as this interface (they get the watch as daemon.Deps.Pods), so a part's tests can
+// hand it pods of their own.
+type Subscription interface {
+	// Changed is poked on every pod event and watch error (never blocking: one poke stands for any
+	// number).
+	Changed() <-chan struct{}
+	// Synced reports whether the watch has listed the node's pods once.
+	Synced() bool
+	// Pods lists the node's pods from the watch cache (shared: callers must not modify them).
+	Pods() ([]*corev1.Pod, error)
+	// Problem is why the watch failed last ("watching pods: …"), "" while it works.
+	Problem() string
+	// Close leaves the watch; the last subscriber to leave stops it.
+	Close()
+}
+
+var _ Subscription = (*subscription)(nil)
+
+// subscription is the Watcher's Subscription.
+type subscription struct {
 	w      *Watcher
 	cur    *watch
 	c      chan struct{}
 	closed bool // (w.mu)
 }
 
-func (s *Subscription) poke() {
+func (s *subscription) poke() {
 	select {
 	case s.c <- struct{}{}:
 	default:
@@ -120,23 +139,23 @@ func (s *Subscription) poke() {
 }
 
 // Changed is poked on every pod event and watch error.
-func (s *Subscription) Changed() <-chan struct{} { return s.c }
+func (s *subscription) Changed() <-chan struct{} { return s.c }
 
 // Synced reports whether the watch has listed the node's pods once.
-func (s *Subscription) Synced() bool { return s.cur.inf.HasSynced() }
+func (s *subscription) Synced() bool { return s.cur.inf.HasSynced() }
 
 // Pods lists the node's pods from the watch cache (shared: callers must not modify them).
-func (s *Subscription) Pods() ([]*corev1.Pod, error) { return s.cur.lister.List(labels.Everything()) }
+func (s *subscription) Pods() ([]*corev1.Pod, error) { return s.cur.lister.List(labels.Everything()) }
 
 // Problem is why the watch failed last ("watching pods: …"), "" while it works.
-func (s *Subscription) Problem() string {
+func (s *subscription) Problem() string {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	return s.cur.prob
 }
 
 // Close leaves the watch; the last subscriber to leave stops it (and waits for its goroutines).
-func (s *Subscription) Close() {
+func (s *subscription) Close() {
 	w := s.w
 	w.mu.Lock()
 	if s.closed {

@@ -98,7 +98,7 @@ func createPod(t *testing.T, cs kubernetes.Interface, name, node string) {
 }
 
 // waitPods waits, on the subscription's pokes, until it lists exactly the named pods.
-func waitPods(t *testing.T, s *podwatch.Subscription, names ...string) {
+func waitPods(t *testing.T, s podwatch.Subscription, names ...string) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {

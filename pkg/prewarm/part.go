@@ -43,8 +43,8 @@ type Part struct {
 	log     *slog.Logger
 	store   *state.Store
 	metrics *metrics.Prewarm
-	pods    *podwatch.Watcher // this node's one pod watch, shared with the key check
-	root    *fsroot.Root      // the weights cache root, <dataDir>/weights
+	pods    daemon.PodWatch // this node's one pod watch, shared with the key check
+	root    *fsroot.Root    // the weights cache root, <dataDir>/weights
 	opts    Options
 	node    string
 	kick    chan struct{}
@@ -55,8 +55,8 @@ type Part struct {
 	runs   map[string]*active // by model
 	warmed map[types.UID]bool // pods whose pre-warm ended: not started again
 	recent []Run
-	sub    *podwatch.Subscription // while watching: its Problem is the section's
-	synced atomic.Bool            // the pod watch listed once (Ready)
+	sub    podwatch.Subscription // while watching: its Problem is the section's
+	synced atomic.Bool           // the pod watch listed once (Ready)
 }
 
 type active struct {

@@ -52,7 +52,7 @@ type Part struct {
 	store   *state.Store
 	log     *slog.Logger
 	input   InputFunc
-	watcher *nodewatch.Watcher
+	watcher daemon.NodeView
 	writer  *Writer
 	events  *Events
 	metrics *metrics.Readiness

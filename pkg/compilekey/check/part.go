@@ -60,7 +60,7 @@ type Part struct {
 	store   *state.Store
 	metrics *metrics.CompileKey
 	client  kubernetes.Interface
-	pods    *podwatch.Watcher                     // this node's one pod watch, shared with pre-warm
+	pods    daemon.PodWatch                       // this node's one pod watch, shared with pre-warm
 	sub     atomic.Pointer[podwatch.Subscription] // while watching: its Problem comes first
 	opts    Options
 	node    string
@@ -215,7 +215,7 @@ func (p *Part) watch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("compilekey: watch pods of node %s: %w", p.node, err)
 	}
-	p.sub.Store(sub)
+	p.sub.Store(&sub)
 	defer func() { p.sub.Store(nil); sub.Close() }()
 	tick := time.NewTicker(p.opts.Resync)
 	defer tick.Stop()
@@ -402,8 +402,8 @@ func (p *Part) Status() Status {
 	_, n := p.table.cached()
 	st := Status{Cached: n, Recent: slices.Clone(p.recent), Agree: p.counts[Agree], Disagree: p.counts[Disagree],
 		Undecided: p.counts[Undecided], Problem: p.prob}
-	if s := p.sub.Load(); s != nil && s.Problem() != "" {
-		st.Problem = s.Problem()
+	if s := p.sub.Load(); s != nil && (*s).Problem() != "" {
+		st.Problem = (*s).Problem()
 	}
 	for _, c := range p.pending {
 		if c != nil {
