@@ -35,9 +35,9 @@ var rebuiltBy = map[string]func(*config.NodeConfig) string{
 var perUse = map[string]struct{ file, reads, test string }{
 	"models":                      {"pkg/prefetch/weights/manager.go", "cfg.Models", "pkg/cli TestReloadedModelIsManaged"},
 	"images":                      {"pkg/prefetch/images/open.go", "cfg.Images", "pkg/prefetch/images TestManager"},
-	"imagePull.concurrency":       {"pkg/prefetch/images/manager.go", "cfg.ImagePull.Concurrency", ""},
-	"imagePull.onRemove":          {"pkg/prefetch/images/manager.go", "cfg.ImagePull.OnRemove", ""},
-	"imagePull.resolveInterval":   {"pkg/prefetch/images/worker.go", "m.config().ImagePull.ResolveInterval", ""},
+	"imagePull.concurrency":       {"pkg/prefetch/images/manager.go", "cfg.ImagePull.Concurrency", "pkg/prefetch/images TestReloadOfImagePullSettings"},
+	"imagePull.onRemove":          {"pkg/prefetch/images/manager.go", "cfg.ImagePull.OnRemove", "pkg/prefetch/images TestReloadOfImagePullSettings"},
+	"imagePull.resolveInterval":   {"pkg/prefetch/images/worker.go", "m.config().ImagePull.ResolveInterval", "pkg/prefetch/images TestReloadOfImagePullSettings"},
 	"phases.keep":                 {"pkg/phases/follow/part.go", "c.Phases.Keep", ""},
 	"phases.podLogDir":            {"pkg/phases/follow/part.go", "c.Phases.PodLogDir", "pkg/phases/follow TestPartFollowsReload"},
 	"gpu.gfdLabels":               {"pkg/nvml/part.go", "cfg.GPU.GFDLabels", "pkg/nvml TestPartReconfigureGFD"},

@@ -96,7 +96,8 @@ type Manager struct {
 	entries  map[string]*entry
 	order    []string
 	retained int
-	sem      chan struct{}
+	sem      chan struct{} // pull slots (imagePull.concurrency)
+	semSwap  chan struct{} // closed when a reload or a reopen replaces sem, so queued pulls move to the new one
 	reconf   chan struct{}
 	planned  bool // the first reconcile after open is done (Ready)
 }
@@ -131,9 +132,9 @@ func New(deps daemon.Deps, opts Options) *Manager {
 	}
 	m := &Manager{
 		opts: opts, log: log.With("part", "images"), store: deps.Store, met: met, cfg: deps.Config,
-		entries: map[string]*entry{}, sem: make(chan struct{}, max(1, deps.Config.ImagePull.Concurrency)),
-		reconf: make(chan struct{}, 1),
+		entries: map[string]*entry{}, reconf: make(chan struct{}, 1),
 	}
+	m.replaceSem(deps.Config.ImagePull.Concurrency)
 	if m.opts.Open == nil {
 		var pm *metrics.Peers
 		if deps.Metrics != nil {
@@ -228,6 +229,16 @@ func (m *Manager) config() *config.NodeConfig {
 	return m.cfg
 }
 
+// replaceSem gives pulls n slots (at least one): pulls in flight finish on the old semaphore, and
+// pulls queued on it move to the new one (acquire), so a reload that raises imagePull.concurrency
+// starts the queued pulls at once. m.mu is held (or m is not shared yet).
+func (m *Manager) replaceSem(n int) {
+	if m.semSwap != nil {
+		close(m.semSwap)
+	}
+	m.sem, m.semSwap = make(chan struct{}, max(1, n)), make(chan struct{})
+}
+
 // open retries until a backend opens or ctx ends, publishing why it cannot.
 func (m *Manager) open(ctx context.Context, cfg *config.NodeConfig) (prefetch.Images, error) {
 	delay := m.opts.Backoff
@@ -236,7 +247,7 @@ func (m *Manager) open(ctx context.Context, cfg *config.NodeConfig) (prefetch.Im
 		if err == nil {
 			m.mu.Lock()
 			m.backend, m.info, m.openErr = b, b.Backend(), ""
-			m.sem = make(chan struct{}, max(1, cfg.ImagePull.Concurrency))
+			m.replaceSem(cfg.ImagePull.Concurrency)
 			m.mu.Unlock()
 			m.log.Info("image backend active", "backend", m.info.Name, "path", m.info.Path, "detail", m.info.Detail)
 			m.publish()
@@ -265,8 +276,8 @@ func (m *Manager) reconcile(ctx context.Context, first bool) {
 	}
 	m.mu.Lock()
 	b := m.backend
-	if n := max(1, cfg.ImagePull.Concurrency); cap(m.sem) != n {
-		m.sem = make(chan struct{}, n) // pulls in flight finish on the old one
+	if cap(m.sem) != max(1, cfg.ImagePull.Concurrency) {
+		m.replaceSem(cfg.ImagePull.Concurrency)
 	}
 	var gone []*entry
 	var goneNames []string

@@ -32,24 +32,26 @@ func (m *Manager) worker(ctx context.Context, b prefetch.Images, e *entry) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := m.config().ImagePull.ResolveInterval.Duration
-		if err != nil && !warm(m, e) {
-			wait = min(wait, m.opts.FailedRetry)
-		}
-		if !m.watch(ctx, b, e, wait) {
+		if !m.watch(ctx, b, e, err != nil && !warm(m, e)) {
 			return
 		}
 	}
 }
 
-// watch waits up to wait for the next sync round, checking every VerifyInterval (without the
-// registry) that the warm image is still present, unpacked and pinned: if someone removed or
-// unpinned it, the status stops claiming it at once and the next round starts now. It returns false
-// when ctx ends.
-func (m *Manager) watch(ctx context.Context, b prefetch.Images, e *entry, wait time.Duration) bool {
-	deadline := time.Now().Add(wait)
+// watch waits for the next sync round (imagePull.resolveInterval after this one; at most
+// FailedRetry after a failed round of an image that is not warm), checking every VerifyInterval
+// (without the registry) that the warm image is still present, unpacked and pinned: if someone
+// removed or unpinned it, the status stops claiming it at once and the next round starts now. The
+// interval is read from the config in force at every check, so a reload that shortens it applies
+// to the wait already under way within one VerifyInterval. It returns false when ctx ends.
+func (m *Manager) watch(ctx context.Context, b prefetch.Images, e *entry, failed bool) bool {
+	began := time.Now()
 	for {
-		step := min(time.Until(deadline), m.opts.VerifyInterval)
+		wait := m.config().ImagePull.ResolveInterval.Duration
+		if failed {
+			wait = min(wait, m.opts.FailedRetry)
+		}
+		step := min(time.Until(began.Add(wait)), m.opts.VerifyInterval)
 		if step <= 0 {
 			return true
 		}
@@ -276,17 +278,20 @@ func layerReports(layers []prefetch.LayerProgress) []prefetch.LayerReport {
 	return out
 }
 
-// acquire takes a pull slot from the current semaphore (a reload may replace it) and returns that
-// semaphore for the release.
+// acquire takes a pull slot from the current semaphore and returns that semaphore for the release;
+// when a reload replaces the semaphore while this pull waits, it waits on the new one.
 func (m *Manager) acquire(ctx context.Context) (chan struct{}, bool) {
-	m.mu.Lock()
-	sem := m.sem
-	m.mu.Unlock()
-	select {
-	case sem <- struct{}{}:
-		return sem, true
-	case <-ctx.Done():
-		return nil, false
+	for {
+		m.mu.Lock()
+		sem, swap := m.sem, m.semSwap
+		m.mu.Unlock()
+		select {
+		case sem <- struct{}{}:
+			return sem, true
+		case <-swap:
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type Registry struct {
 	gate     chan struct{}   // non-nil: blob GETs wait for it to close
 	entered  chan struct{}   // closed at the first gated blob GET
 	enterOne sync.Once
+	held     map[string]int // blob GETs waiting at the gate, by repository
 }
 
 // Options for a registry.
@@ -66,10 +67,14 @@ func NewRegistry(t testing.TB, o Options) *Registry {
 			gate, entered := r.gate, r.entered
 			r.mu.Unlock()
 			if gate != nil {
+				repo, _, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/v2/"), "/blobs/")
+				r.hold(repo, 1)
 				r.enterOne.Do(func() { close(entered) })
 				select {
 				case <-gate:
+					r.hold(repo, -1)
 				case <-req.Context().Done():
+					r.hold(repo, -1)
 					return
 				}
 			}
@@ -128,6 +133,25 @@ func (r *Registry) BlobGets(d string) int {
 
 // Close stops the registry (to test a registry that is down).
 func (r *Registry) Close() { r.srv.Close() }
+
+func (r *Registry) hold(repo string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = map[string]int{}
+	}
+	if r.held[repo] += n; r.held[repo] <= 0 {
+		delete(r.held, repo)
+	}
+}
+
+// HeldRepositories is how many repositories have a blob GET waiting at the gate now: with one
+// image per repository, the pulls in flight.
+func (r *Registry) HeldRepositories() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
 
 // Gate makes blob downloads wait until release is called; entered closes when the first one waits.
 func (r *Registry) Gate() (entered <-chan struct{}, release func()) {
