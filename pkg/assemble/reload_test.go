@@ -38,7 +38,7 @@ var perUse = map[string]struct{ file, reads, test string }{
 	"imagePull.concurrency":       {"pkg/prefetch/images/manager.go", "cfg.ImagePull.Concurrency", "pkg/prefetch/images TestReloadOfImagePullSettings"},
 	"imagePull.onRemove":          {"pkg/prefetch/images/manager.go", "cfg.ImagePull.OnRemove", "pkg/prefetch/images TestReloadOfImagePullSettings"},
 	"imagePull.resolveInterval":   {"pkg/prefetch/images/worker.go", "m.config().ImagePull.ResolveInterval", "pkg/prefetch/images TestReloadOfImagePullSettings"},
-	"phases.keep":                 {"pkg/phases/follow/part.go", "c.Phases.Keep", ""},
+	"phases.keep":                 {"pkg/phases/follow/part.go", "c.Phases.Keep", "pkg/phases/follow TestKeepFollowsReload"},
 	"phases.podLogDir":            {"pkg/phases/follow/part.go", "c.Phases.PodLogDir", "pkg/phases/follow TestPartFollowsReload"},
 	"gpu.gfdLabels":               {"pkg/nvml/part.go", "cfg.GPU.GFDLabels", "pkg/nvml TestPartReconfigureGFD"},
 	"prewarm.disabled":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.Disabled", "pkg/prewarm TestDisabledAtStartThenEnabledByAReload"},

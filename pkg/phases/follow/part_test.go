@@ -2,12 +2,12 @@ package follow
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
-
-	"warmd.io/warmd/pkg/state/statetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,6 +16,7 @@ import (
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
+	"warmd.io/warmd/pkg/state/statetest"
 )
 
 func TestPartFromConfig(t *testing.T) {
@@ -62,6 +63,41 @@ func TestPartFollowsReload(t *testing.T) {
 	waitPhases(t, store, "the reloaded dir is followed", func(st phases.Status) bool {
 		return st.PodLogDir == next.Phases.PodLogDir && len(st.Problems) == 0
 	})
+}
+
+// TestKeepFollowsReload: a reload that lowers phases.keep keeps only that many records from the
+// next one on, in memory and in the records file a restart reads (pkg/assemble's walk of every
+// setting names this test).
+func TestKeepFollowsReload(t *testing.T) {
+	root := t.TempDir()
+	podLogs, stateDir := filepath.Join(root, "pods"), filepath.Join(root, "state")
+	f := newFollower(t, podLogs, stateDir, metrics.New(prometheus.NewRegistry()), state.New(nil)) // keep 10
+	cold := strings.Join(fixture(t, "seed-7b-cold.log"), "")
+	start := func(i int) {
+		newKubeletLog(t, podLogs, "default", fmt.Sprintf("vllm-%d", i), fmt.Sprintf("uid-%d", i), "vllm", 0).write(cold)
+	}
+	for i := range 3 {
+		start(i)
+	}
+	f.Sync()
+	if n := len(f.Records()); n != 3 {
+		t.Fatalf("%d records of 3 starts under keep 10", n)
+	}
+	f.Reconfigure(&config.NodeConfig{DataDir: root, Phases: config.Phases{PodLogDir: podLogs, Keep: 2}})
+	f.applyPending(nil) // what Run does before its next pass
+	start(3)
+	f.Sync()
+	var pods []string
+	for _, r := range f.Records() {
+		pods = append(pods, r.Pod)
+	}
+	if strings.Join(pods, " ") != "vllm-2 vllm-3" {
+		t.Errorf("records after the reload to keep 2 are of %v, want the newest two [vllm-2 vllm-3]", pods)
+	}
+	again := newFollower(t, podLogs, stateDir, metrics.New(prometheus.NewRegistry()), state.New(nil))
+	if n := len(again.Records()); n != 2 {
+		t.Errorf("a restart reads %d records from the file, want the 2 the reload kept", n)
+	}
 }
 
 func waitPhases(t *testing.T, store *state.Store, _ string, ok func(phases.Status) bool) {
