@@ -42,8 +42,8 @@ var perUse = map[string]struct{ file, reads, test string }{
 	"phases.podLogDir":            {"pkg/phases/follow/part.go", "c.Phases.PodLogDir", "pkg/phases/follow TestPartFollowsReload"},
 	"gpu.gfdLabels":               {"pkg/nvml/part.go", "cfg.GPU.GFDLabels", "pkg/nvml TestPartReconfigureGFD"},
 	"prewarm.disabled":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.Disabled", "pkg/prewarm TestDisabledAtStartThenEnabledByAReload"},
-	"prewarm.maxBytes":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.MaxBytes", ""},
-	"prewarm.memAvailablePercent": {"pkg/prewarm/part.go", "p.cfg.Prewarm.MemAvailablePercent", ""},
+	"prewarm.maxBytes":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.MaxBytes", "pkg/prewarm TestReloadedBudgetAppliesToTheNextRun"},
+	"prewarm.memAvailablePercent": {"pkg/prewarm/part.go", "p.cfg.Prewarm.MemAvailablePercent", "pkg/prewarm TestReloadedBudgetAppliesToTheNextRun"},
 	"readiness.startupTaint":      {"pkg/readiness/part.go", "cfg.Readiness.StartupTaint", ""},
 }
 

@@ -2,6 +2,7 @@ package prewarm
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -248,4 +250,68 @@ func TestDisabledAtStartThenEnabledByAReload(t *testing.T) {
 	off.Prewarm.Disabled = true
 	p.Reconfigure(&off)
 	waitFor(t, "the disabled state after a second reload", func() bool { return p.Status().State == StateDisabled })
+}
+
+// TestReloadedBudgetAppliesToTheNextRun: a reload of prewarm.maxBytes and
+// prewarm.memAvailablePercent bounds the next pre-warm with the new figures (pkg/assemble's walk
+// of every setting names this test). MemAvailable is read from a file the test writes (1 GiB), so
+// the budgets are exact: first maxBytes binds (1 MiB of 50 % of 1 GiB), after the reload the
+// percentage does (1 % of 1 GiB, under the new 64 MiB maxBytes).
+func TestReloadedBudgetAppliesToTheNextRun(t *testing.T) {
+	env := kubeenv.Start(t)
+	const node = "prewarm-budget-reload"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	publish(t, filepath.Join(dataDir, "weights"), "models--org--budget", map[string]int{"model.safetensors": 16 * mib})
+	meminfo := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(meminfo, []byte("MemTotal:       4194304 kB\nMemAvailable:   1048576 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
+		Models: []config.Model{{Name: "org/budget", Source: "s3://m/budget/"}}}
+	cfg.Default()
+	cfg.Prewarm.MaxBytes, cfg.Prewarm.MemAvailablePercent = resource.MustParse("1Mi"), 50
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(daemon.Deps{Config: cfg, Store: state.New(nil)}, Options{Client: env.Client, Resync: 100 * time.Millisecond, MemInfo: meminfo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	run := func(pod string) Run {
+		t.Helper()
+		createPod(t, env.Client, pod, node, nil, []string{"vllm", "serve", "org/budget"})
+		var got Run
+		waitFor(t, pod+"'s pre-warm to end", func() bool {
+			for _, r := range p.Status().Recent {
+				if r.Pod == "default/"+pod && r.Outcome != OutcomeRunning {
+					got = r
+					return true
+				}
+			}
+			return false
+		})
+		return got
+	}
+	if r := run("vllm-budget-a"); r.Budget != 1<<20 || r.Bytes > 1<<20 {
+		t.Errorf("before the reload: budget %d, read %d bytes; want a budget of 1 MiB (maxBytes) and no more read", r.Budget, r.Bytes)
+	}
+	next := *cfg
+	next.Prewarm.MaxBytes, next.Prewarm.MemAvailablePercent = resource.MustParse("64Mi"), 1
+	p.Reconfigure(&next)
+	if r, want := run("vllm-budget-b"), int64(1<<30)/100; r.Budget != want || r.Bytes > want {
+		t.Errorf("after the reload: budget %d, read %d bytes; want a budget of %d (1 %% of MemAvailable, under maxBytes 64 MiB)", r.Budget, r.Bytes, want)
+	}
 }
