@@ -31,7 +31,7 @@ var rebuiltBy = map[string]func(*config.NodeConfig) string{
 
 // perUse are the settings read from the config in force each time they are used, rather than built
 // into something: the file that reads them (checked to spell the field on a config value) and the
-// test that shows a reload of it taking effect, where one exists.
+// test that shows a reload of it taking effect (required).
 var perUse = map[string]struct{ file, reads, test string }{
 	"models":                      {"pkg/prefetch/weights/manager.go", "cfg.Models", "pkg/cli TestReloadedModelIsManaged"},
 	"images":                      {"pkg/prefetch/images/open.go", "cfg.Images", "pkg/prefetch/images TestManager"},
@@ -44,7 +44,7 @@ var perUse = map[string]struct{ file, reads, test string }{
 	"prewarm.disabled":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.Disabled", "pkg/prewarm TestDisabledAtStartThenEnabledByAReload"},
 	"prewarm.maxBytes":            {"pkg/prewarm/part.go", "p.cfg.Prewarm.MaxBytes", "pkg/prewarm TestReloadedBudgetAppliesToTheNextRun"},
 	"prewarm.memAvailablePercent": {"pkg/prewarm/part.go", "p.cfg.Prewarm.MemAvailablePercent", "pkg/prewarm TestReloadedBudgetAppliesToTheNextRun"},
-	"readiness.startupTaint":      {"pkg/readiness/part.go", "cfg.Readiness.StartupTaint", ""},
+	"readiness.startupTaint":      {"pkg/readiness/part.go", "cfg.Readiness.StartupTaint", "pkg/readiness TestStartupTaintFollowsReload"},
 }
 
 // notSettings are NodeConfig fields that configure nothing (the file's type, checked on load).
@@ -175,11 +175,13 @@ func TestEverySettingIsReloadedOrNamed(t *testing.T) {
 		} else if !strings.Contains(string(src), u.reads) {
 			t.Errorf("%s: %s does not read %s any more", p, u.file, u.reads)
 		}
-		if u.test != "" {
-			dir, name, _ := strings.Cut(u.test, " ")
-			if !testExists(t, filepath.Join("..", "..", dir), name) {
-				t.Errorf("%s: its reload test %s is gone", p, u.test)
-			}
+		// "Read per use" is a claim about a file; the test is what shows a reload taking effect.
+		dir, name, _ := strings.Cut(u.test, " ")
+		switch {
+		case u.test == "":
+			t.Errorf("%s is read per use, but no test shows a reload of it taking effect: write one and name it here", p)
+		case !testExists(t, filepath.Join("..", "..", dir), name):
+			t.Errorf("%s: its reload test %s is gone", p, u.test)
 		}
 	}
 	if len(all) < 50 {

@@ -18,6 +18,7 @@ import (
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/readiness"
 	"warmd.io/warmd/pkg/state"
@@ -120,6 +121,72 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 	})
 	if !st.Warm || st.Node != name {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestStartupTaintFollowsReload: a reload that turns readiness.startupTaint on taints a node that
+// was never warm at once, and the taint leaves when the node becomes warm (pkg/assemble's walk of
+// every setting names this test). The model's warmth is the config's: the input calls it warm when
+// its revision is the one "verified".
+func TestStartupTaintFollowsReload(t *testing.T) {
+	env := kubeenv.Start(t)
+	const name = "readiness-taint-reload"
+	createNode(t, env.Client, name)
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: name,
+		Models: []config.Model{{Name: "org/taint", Source: "s3://m/t/", Revision: "pending"}}}
+	cfg.Default()
+	input := func(_ state.Snapshot, c *config.NodeConfig, wants func(config.Model) bool) readiness.Input {
+		in := readiness.Input{SKU: "h100"}
+		for _, m := range c.Models {
+			in.Models = append(in.Models, readiness.ModelInput{Name: m.Name, Wants: wants(m),
+				Weights: readiness.WeightsFacts{Revision: m.Revision, VerifiedRevision: "verified"}})
+		}
+		return in
+	}
+	view := nodewatch.New(env.Client, name)
+	part, err := readiness.New(daemon.Deps{Config: cfg, Store: state.New(nil), Kube: env.Client, Node: view}, readiness.Options{Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := part.(daemon.Reconfigurable)
+	if !ok {
+		t.Fatalf("the readiness part %T takes no reload", part)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- view.Run(ctx) }()
+	go func() { done <- part.Run(ctx) }()
+	defer func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("part: %v", err)
+			}
+		}
+	}()
+	tainted := func() bool {
+		for _, tt := range getNode(t, env.Client, name).Spec.Taints {
+			if tt.Key == nodelabels.TaintCold {
+				return true
+			}
+		}
+		return false
+	}
+	const key = "models.warmd.io/org--taint"
+	waitFor(t, "the cold model's label", func() bool { return getNode(t, env.Client, name).Labels[key] == "cold" })
+	if tainted() {
+		t.Fatal("tainted with readiness.startupTaint off")
+	}
+	on := *cfg
+	on.Readiness.StartupTaint = true
+	p.Reconfigure(&on)
+	waitFor(t, "the startup taint after the reload turned it on", tainted)
+	warm := on
+	warm.Models = []config.Model{{Name: "org/taint", Source: "s3://m/t/", Revision: "verified"}}
+	p.Reconfigure(&warm)
+	waitFor(t, "the taint gone once warm", func() bool { return !tainted() })
+	if l := getNode(t, env.Client, name).Labels[key]; l != "warm" {
+		t.Errorf("label %q once the taint is gone, want warm", l)
 	}
 }
 
