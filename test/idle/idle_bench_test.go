@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/fixtures"
+	"warmd.io/warmd/internal/procstat"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/api"
@@ -248,21 +249,11 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 
 func procStatusKiB(t *testing.T, pid int, field string) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	n, err := procstat.StatusKiB(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return int(n)
 }
 
 // topMappings names the n mappings of pid with the most resident memory (/proc/<pid>/smaps), to say

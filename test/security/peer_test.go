@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"warmd.io/warmd/internal/peertest"
+	"warmd.io/warmd/internal/procstat"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/peer"
@@ -178,22 +179,13 @@ func createNode(ctx context.Context, t *testing.T, kenv *kubeenv.Env, name, ip s
 	}
 }
 
-// vmHWM is the daemon's peak resident set (VmHWM: its own, since exec; ru_maxrss would count the
-// test process's memory shared before exec).
+// vmHWM is the daemon's peak resident set in bytes (VmHWM: its own, since exec; ru_maxrss would
+// count the test process's memory shared before exec).
 func vmHWM(t *testing.T, d *Daemon) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	kib, err := procstat.StatusKiB(d.cmd.Process.Pid, "VmHWM")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err == nil {
-				return kb << 10
-			}
-		}
-	}
-	t.Fatal("no VmHWM in the daemon's /proc status")
-	return 0
+	return kib << 10
 }
