@@ -148,12 +148,13 @@ func without(docs []doc, kind string) []doc {
 }
 
 // TestChartMatchesManifests keeps the two install routes one product: for each set of chart values,
-// `helm template` renders exactly the objects of the corresponding kustomizations, field for field.
+// `helm template` renders exactly the objects the real `kustomize build` makes of the corresponding
+// kustomizations (manifesttest.Build), field for field.
 func TestChartMatchesManifests(t *testing.T) {
-	base := manifesttest.Load(t, ".")
+	base := manifesttest.Build(t, ".")
 	noNS := without(base, "Namespace")
 	cat := func(parts ...[]doc) []doc { return slices.Concat(parts...) }
-	extender := cat(manifesttest.Load(t, "extender"), manifesttest.Load(t, "extender/second-scheduler"))
+	extender := cat(manifesttest.Build(t, "extender"), manifesttest.Build(t, "extender/second-scheduler"))
 	kedaSets := []string{"extender.enabled=true", "keda.enabled=true", "keda.scaledObjects[0].name=vllm-qwen2-5-7b",
 		"keda.scaledObjects[0].namespace=default", "keda.scaledObjects[0].deployment=vllm-qwen2-5-7b",
 		"keda.scaledObjects[0].model=Qwen/Qwen2.5-7B-Instruct", "extender.scheduler.enabled=true"}
@@ -165,15 +166,30 @@ func TestChartMatchesManifests(t *testing.T) {
 		// Helm's convention: the release namespace exists (helm install --create-namespace).
 		{"defaults", nil, noNS},
 		{"namespace.create", []string{"namespace.create=true"}, base},
-		{"monitoring", monitoringSets, cat(noNS, manifesttest.Load(t, "monitoring"))},
+		{"monitoring", monitoringSets, cat(noNS, manifesttest.Build(t, "monitoring"))},
 		{"extender and second scheduler", []string{"extender.enabled=true", "extender.scheduler.enabled=true"}, cat(noNS, extender)},
 		{"extender monitoring", append(slices.Clone(monitoringSets), "extender.enabled=true", "extender.scheduler.enabled=true"),
-			cat(noNS, manifesttest.Load(t, "monitoring"), extender, manifesttest.Load(t, "extender/monitoring"))},
-		{"keda", kedaSets, cat(noNS, extender, manifesttest.Load(t, "extender/keda"))},
+			cat(noNS, manifesttest.Build(t, "monitoring"), extender, manifesttest.Build(t, "extender/monitoring"))},
+		{"keda", kedaSets, cat(noNS, extender, manifesttest.Build(t, "extender/keda"))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			compareObjects(t, render(t, tc.sets...), tc.manifests)
+		})
+	}
+}
+
+// TestKustomizeBuildIsTheListing: for every kustomization, the real `kustomize build` makes exactly
+// the objects of the files it lists (manifesttest.Load, which the other manifest tests read, so what
+// they check is what `kubectl apply -k` applies), and each file is listed once.
+func TestKustomizeBuildIsTheListing(t *testing.T) {
+	for _, dir := range []string{".", "monitoring", "examples", "extender", "extender/second-scheduler", "extender/monitoring", "extender/keda"} {
+		t.Run(dir, func(t *testing.T) {
+			built, listed := manifesttest.Build(t, dir), manifesttest.Load(t, dir)
+			if len(built) != len(listed) || len(built) == 0 {
+				t.Errorf("kustomize build makes %d objects, the listing has %d", len(built), len(listed))
+			}
+			compareObjects(t, built, listed)
 		})
 	}
 }

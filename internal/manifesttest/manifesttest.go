@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,6 +61,22 @@ func Load(t testing.TB, dir string) []Doc {
 		out = append(out, Parse(t, filepath.Join(dir, f), data)...)
 	}
 	return out
+}
+
+// Build runs the real kustomize (sigs.k8s.io/kustomize/api's krusty, what `kustomize build` and
+// `kubectl kustomize` run) on the kustomization in dir and returns its objects in its output order,
+// each named "kustomize build <dir>" in failures.
+func Build(t testing.TB, dir string) []Doc {
+	t.Helper()
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := rm.AsYaml()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return Parse(t, "kustomize build "+dir, out)
 }
 
 // Parse splits data (from src, named in failures) into its documents; empty ones (only comments,
