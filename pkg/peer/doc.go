@@ -11,6 +11,7 @@ package peer
 
 import (
 	"net/url"
+	"time"
 )
 
 // WeightsPath is the path of the weights endpoint; the model, revision and file travel as query
@@ -109,3 +110,14 @@ const HeaderSize = "X-Warmd-Size"
 // callers the token check already let through: the serving slots it keys are a fairness aid between
 // warmd pods, not a security boundary (the upload cap is).
 const HeaderNode = "X-Warmd-Node"
+
+// HeaderServing carries how many other peers serve the fetching node now (sent a range within the
+// last ServingWithin). A serving node whose slots are full hands the slot of a downloader served
+// elsewhere too to one served nowhere (pkg/peer/serve, "one slot per downloader"). Like HeaderNode
+// it is a fairness hint between warmd pods: a downloader that lies costs others speed, not bytes.
+const HeaderServing = "X-Warmd-Serving-Peers"
+
+// ServingWithin is how recently a peer must have sent a range to count as serving a fetch
+// (HeaderServing): a serving slot outlives its last request by a second, and a fetch asks for its
+// next range within milliseconds while a peer serves it.
+const ServingWithin = 2 * time.Second

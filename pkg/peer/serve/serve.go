@@ -228,8 +228,8 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 	}
 	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
-		if !h.slots.acquire(who) {
-			h.busy(w)
+		if reason := h.slots.admit(who, servingElsewhere(r)); reason != "" {
+			h.busy(w, reason)
 			return
 		}
 		defer h.slots.release(who)

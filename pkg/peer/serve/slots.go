@@ -14,6 +14,15 @@ import (
 // downloaders (503 with Retry-After).
 const ReasonBusy = "busy"
 
+// ReasonYield is the refusal reason of a GET from a downloader whose slot here was handed to one
+// that holds none anywhere (503 with Retry-After; see slots, "one slot per downloader").
+const ReasonYield = "yield"
+
+// yieldWindow is how long a refused downloader that holds no slot anywhere counts as waiting here
+// (it asks again after Retry-After, a second), and how long a slot taken from a downloader that
+// holds others stays kept for one that holds none.
+const yieldWindow = 2 * time.Second
+
 // DefaultSlotIdle is how long a downloader keeps its slot after its last request finished. A fetch
 // keeps several chunk requests in flight and asks for the next within milliseconds, so its slot is
 // never idle while it runs; a second is enough to bridge a pause and short enough that a finished (or
@@ -43,6 +52,14 @@ const (
 // quarters of the cap, one more downloader is taken per second, up to overflowFactor times the slots.
 // Without a cap nothing says whether it is used, and the slots are a hard limit.
 //
+// One slot per downloader while others wait: a downloader says how many other peers serve it now
+// (peer.HeaderServing). When one that holds no slot anywhere is turned away, the next request of a
+// holder here that is served elsewhere too is refused (ReasonYield) and its slot is kept for a
+// downloader that holds none for yieldWindow: the holder goes on at its other peers, and the node
+// that had nothing gets a slot, so no node waits while another reads from K peers at once
+// (hack/fleetsim's -one-slot). A downloader that says nothing counts as served nowhere else, so it
+// is never asked to yield.
+//
 // A downloader is identified by the address it connects from and the node name it sends
 // (peer.HeaderNode): the token cannot tell nodes apart (every warmd pod presents the same
 // ServiceAccount), while a connection's address is one per node in a cluster and the name separates
@@ -57,6 +74,8 @@ type slots struct {
 	held     map[string]*holder
 	admitted time.Time // the last time a downloader got a slot
 	served   meter
+	waiting  time.Time // until then a downloader served nowhere else waits for a slot here
+	reserved time.Time // until then a free slot goes only to a downloader served nowhere else
 }
 
 type holder struct {
@@ -71,31 +90,48 @@ func newSlots(n int, idle time.Duration, uploadCap int64) *slots {
 	return &slots{max: n, idle: idle, cap: float64(max(uploadCap, 0)), now: time.Now, held: map[string]*holder{}}
 }
 
-// acquire takes (or shares) who's slot; false when every slot is held by others and the cap is used.
-func (s *slots) acquire(who string) bool {
+// acquire is admit for a downloader that says nothing of other peers.
+func (s *slots) acquire(who string) bool { return s.admit(who, 0) == "" }
+
+// admit takes (or shares) who's slot. elsewhere is how many other peers serve who now. It answers ""
+// when who is served, else why not: ReasonBusy (every slot held by others and the cap used, or the
+// free one kept for a downloader served nowhere else) or ReasonYield (who's slot went to such a one).
+func (s *slots) admit(who string, elsewhere int) string {
 	if s.max <= 0 {
-		return true
+		return ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h, ok := s.held[who]; ok {
-		h.active++
-		return true
-	}
 	now := s.now()
-	if len(s.held) >= s.max {
+	if h, ok := s.held[who]; ok {
+		if elsewhere > 0 && now.Before(s.waiting) {
+			delete(s.held, who) // its requests in flight finish; release finds no holder
+			s.waiting, s.reserved = time.Time{}, now.Add(yieldWindow)
+			return ReasonYield
+		}
+		h.active++
+		return ""
+	}
+	kept := elsewhere > 0 && now.Before(s.reserved)
+	if len(s.held) >= s.max || kept {
 		for k, h := range s.held {
 			if h.active == 0 && now.Sub(h.last) >= s.idle {
 				delete(s.held, k)
 			}
 		}
-		if len(s.held) >= s.max && !s.underused(now) {
-			return false
+		if kept || (len(s.held) >= s.max && !s.underused(now)) {
+			if elsewhere == 0 {
+				s.waiting = now.Add(yieldWindow)
+			}
+			return ReasonBusy
 		}
+	}
+	if elsewhere == 0 {
+		s.reserved = time.Time{}
 	}
 	s.held[who] = &holder{active: 1}
 	s.admitted = now
-	return true
+	return ""
 }
 
 // underused reports whether one more downloader may be taken past the slots (see slots).
@@ -111,7 +147,7 @@ func (s *slots) release(who string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h, ok := s.held[who]; ok {
+	if h, ok := s.held[who]; ok && h.active > 0 { // a slot taken by a yield may have a new holder
 		h.active--
 		h.last = s.now()
 	}
@@ -187,7 +223,21 @@ func downloader(r *http.Request) string {
 
 // busy answers a downloader that found no free slot: 503 with Retry-After, counted; the fetcher
 // takes the chunk elsewhere and asks again after Retry-After, without counting this node as failed.
-func (h *Handler) busy(w http.ResponseWriter) {
+func (h *Handler) busy(w http.ResponseWriter, reason string) {
 	w.Header().Set("Retry-After", h.slots.retryAfter())
-	h.refuse(w, http.StatusServiceUnavailable, ReasonBusy, "serving slots busy: read another peer or the origin")
+	msg := "serving slots busy: read another peer or the origin"
+	if reason == ReasonYield {
+		msg = "this slot goes to a downloader that holds none: read your other peers"
+	}
+	h.refuse(w, http.StatusServiceUnavailable, reason, msg)
+}
+
+// servingElsewhere is how many other peers serve the downloader now, as it says
+// (peer.HeaderServing); 0 when it does not say or says something else than a small count.
+func servingElsewhere(r *http.Request) int {
+	n, err := strconv.Atoi(r.Header.Get(peer.HeaderServing))
+	if err != nil || n < 0 || n > 1024 {
+		return 0
+	}
+	return n
 }

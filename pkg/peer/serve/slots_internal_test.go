@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"warmd.io/warmd/pkg/peer"
 )
 
 // A downloader's parallel requests share one slot; another downloader gets one only when a slot is
@@ -115,6 +119,86 @@ func TestMeterSteadyRate(t *testing.T) {
 		}
 		if got := m.rate(now); got < 1800 || got > 2200 {
 			t.Fatalf("after %d sends: %.0f B/s, want about 2000", i+1, got)
+		}
+	}
+}
+
+// One slot per downloader while others wait: when a downloader served nowhere else is turned away,
+// the next request of a holder served elsewhere too is refused as a yield, and the freed slot is
+// kept for a downloader served nowhere (not for one served elsewhere) for the yield window.
+func TestSlotsYieldToADownloaderWithNone(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSlots(2, time.Second, 0)
+	s.now = func() time.Time { return now }
+	if s.admit("k", 2) != "" || s.admit("solo", 0) != "" {
+		t.Fatal("free slots refused")
+	}
+	// Nobody waits: a holder served elsewhere keeps its slot.
+	if r := s.admit("k", 2); r != "" {
+		t.Fatalf("k refused (%s) while nobody waits", r)
+	}
+	s.release("k")
+	s.release("k")
+	// A downloader served elsewhere does not make anyone yield.
+	if r := s.admit("other-k", 1); r != ReasonBusy {
+		t.Fatalf("other-k: %q, want busy", r)
+	}
+	if r := s.admit("k", 2); r != "" {
+		t.Fatalf("k refused (%s) when only a downloader served elsewhere waits", r)
+	}
+	s.release("k")
+	// A downloader with none is turned away; k, served by two others, yields at its next request.
+	if r := s.admit("starved", 0); r != ReasonBusy {
+		t.Fatalf("starved: %q, want busy (slots full)", r)
+	}
+	if r := s.admit("solo", 0); r != "" {
+		t.Fatalf("solo (served nowhere else) refused: %s", r)
+	}
+	s.release("solo")
+	if r := s.admit("k", 2); r != ReasonYield {
+		t.Fatalf("k: %q, want yield", r)
+	}
+	// The freed slot is kept: a downloader served elsewhere does not take it, the starved one does.
+	if r := s.admit("other-k", 1); r != ReasonBusy {
+		t.Fatalf("other-k took the kept slot: %q", r)
+	}
+	if r := s.admit("k", 2); r != ReasonBusy {
+		t.Fatalf("k came back into the kept slot: %q", r)
+	}
+	now = now.Add(time.Second) // the starved downloader's Retry-After
+	if r := s.admit("starved", 0); r != "" {
+		t.Fatalf("starved refused the kept slot: %q", r)
+	}
+	// One yield per refusal: with nobody waiting, holders served elsewhere keep their slots.
+	s.release("k") // a request k had in flight ends after its slot went: nothing breaks
+	if r := s.admit("starved", 2); r != "" {
+		t.Fatalf("starved, now served elsewhere too, refused its own slot: %q", r)
+	}
+	// The kept slot expires: past the window, a downloader served elsewhere may take a free slot.
+	s2 := newSlots(1, time.Second, 0)
+	s2.now = func() time.Time { return now }
+	s2.admit("k", 1)
+	s2.admit("starved", 0)
+	if r := s2.admit("k", 1); r != ReasonYield {
+		t.Fatalf("k: %q, want yield", r)
+	}
+	now = now.Add(yieldWindow)
+	if r := s2.admit("k", 1); r != "" {
+		t.Fatalf("k refused a slot free past the yield window: %q", r)
+	}
+}
+
+func TestServingElsewhereHeader(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want int
+	}{{"", 0}, {"0", 0}, {"3", 3}, {"-1", 0}, {"x", 0}, {"1025", 0}, {"1024", 1024}} {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		if tc.v != "" {
+			r.Header.Set(peer.HeaderServing, tc.v)
+		}
+		if got := servingElsewhere(r); got != tc.want {
+			t.Errorf("%s %q: %d, want %d", peer.HeaderServing, tc.v, got, tc.want)
 		}
 	}
 }

@@ -111,6 +111,22 @@ func (s *Source) pick(name string) *member {
 	return best
 }
 
+// servingElsewhere is how many peers other than m serve this fetch now: they sent it a whole range
+// within peer.ServingWithin and are not dropped. m hands its slot to a node served nowhere when this
+// is above zero (peer.HeaderServing).
+func (s *Source) servingElsewhere(m *member) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	since := time.Now().Add(-peer.ServingWithin).UnixNano()
+	n := 0
+	for _, o := range s.peers {
+		if o != m && !o.dead.Load() && o.servedAt.Load() > since {
+			n++
+		}
+	}
+	return n
+}
+
 // creditBytes counts n bytes received from m, unless m proved corrupt (then it reports false and
 // counts nothing: its bytes are not what the download keeps).
 func (s *Source) creditBytes(m *member, n int64) bool {

@@ -145,6 +145,9 @@ type member struct {
 	bytes  int64 // received from it and credited to peerBytes
 	// busyUntil (unix nanoseconds) is when the peer, busy with other downloaders, may be asked again.
 	busyUntil atomic.Int64
+	// servedAt (unix nanoseconds) is when the peer last sent this fetch a whole range: within
+	// peer.ServingWithin it holds a serving slot for this node (peer.HeaderServing).
+	servedAt atomic.Int64
 	// files, for a partial member (its download still in flight), are the files it verified, as of
 	// its last answer (under Source.mu); nil for a whole member, which serves every file.
 	files map[string]bool
@@ -334,6 +337,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 				return got, nil, nil
 			}
 			m.used.Store(true)
+			m.servedAt.Store(time.Now().UnixNano())
 			return got, m, nil
 		}
 		if !s.live() || time.Since(start) >= s.o.BusyWait || (s.graceOver(start) && s.originOpen(ctx)) {
@@ -383,6 +387,7 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 	if s.o.Node != "" {
 		req.Header.Set(peer.HeaderNode, s.o.Node)
 	}
+	req.Header.Set(peer.HeaderServing, strconv.Itoa(s.servingElsewhere(m)))
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	// Bytes as stored: a peer never encodes, and one that does is refused (CheckEncoding).
 	req.Header.Set("Accept-Encoding", "identity")
