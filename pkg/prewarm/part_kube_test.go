@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -195,33 +196,8 @@ func TestNewOffWithoutAPIServer(t *testing.T) {
 func TestDisabledAtStartThenEnabledByAReload(t *testing.T) {
 	env := kubeenv.Start(t)
 	const node = "prewarm-reload"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := t.TempDir()
-	publish(t, filepath.Join(dataDir, "weights"), "models--org--small", map[string]int{"model.safetensors": 4 * mib})
-	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
-		Models: []config.Model{{Name: "org/small", Source: "s3://m/small/"}}}
-	cfg.Default()
-	cfg.Prewarm.Disabled = true
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	store := state.New(nil)
-	p, err := New(daemon.Deps{Config: cfg, Store: store}, Options{Client: env.Client, Resync: 100 * time.Millisecond})
-	if err != nil || p == nil {
-		t.Fatalf("New with prewarm.disabled = %v, %v; want a part", p, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	p, cfg := runOnNode(t, env, store, node, "org/small", 4*mib, func(c *config.NodeConfig) { c.Prewarm.Disabled = true }, Options{})
 	if err := p.Ready(); err != nil {
 		t.Errorf("a disabled part is not ready: %v", err)
 	}
@@ -260,36 +236,13 @@ func TestDisabledAtStartThenEnabledByAReload(t *testing.T) {
 func TestReloadedBudgetAppliesToTheNextRun(t *testing.T) {
 	env := kubeenv.Start(t)
 	const node = "prewarm-budget-reload"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := t.TempDir()
-	publish(t, filepath.Join(dataDir, "weights"), "models--org--budget", map[string]int{"model.safetensors": 16 * mib})
 	meminfo := filepath.Join(t.TempDir(), "meminfo")
 	if err := os.WriteFile(meminfo, []byte("MemTotal:       4194304 kB\nMemAvailable:   1048576 kB\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
-		Models: []config.Model{{Name: "org/budget", Source: "s3://m/budget/"}}}
-	cfg.Default()
-	cfg.Prewarm.MaxBytes, cfg.Prewarm.MemAvailablePercent = resource.MustParse("1Mi"), 50
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(daemon.Deps{Config: cfg, Store: state.New(nil)}, Options{Client: env.Client, Resync: 100 * time.Millisecond, MemInfo: meminfo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	p, cfg := runOnNode(t, env, state.New(nil), node, "org/budget", 16*mib, func(c *config.NodeConfig) {
+		c.Prewarm.MaxBytes, c.Prewarm.MemAvailablePercent = resource.MustParse("1Mi"), 50
+	}, Options{MemInfo: meminfo})
 	run := func(pod string) Run {
 		t.Helper()
 		createPod(t, env.Client, pod, node, nil, []string{"vllm", "serve", "org/budget"})
@@ -314,4 +267,41 @@ func TestReloadedBudgetAppliesToTheNextRun(t *testing.T) {
 	if r, want := run("vllm-budget-b"), int64(1<<30)/100; r.Budget != want || r.Bytes > want {
 		t.Errorf("after the reload: budget %d, read %d bytes; want a budget of %d (1 %% of MemAvailable, under maxBytes 64 MiB)", r.Budget, r.Bytes, want)
 	}
+}
+
+// runOnNode creates Node node on env's API server, publishes model (one safetensors file of size
+// bytes) in a fresh data dir, and runs the pre-warm part for that node until the test ends, on a
+// config that mut edits before it is validated; o's Client and Resync are set here.
+func runOnNode(t *testing.T, env *kubeenv.Env, store *state.Store, node, model string, size int, mut func(*config.NodeConfig), o Options) (*Part, *config.NodeConfig) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := env.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	publish(t, filepath.Join(dataDir, "weights"), "models--"+strings.ReplaceAll(model, "/", "--"), map[string]int{"model.safetensors": size})
+	cfg := &config.NodeConfig{APIVersion: config.APIVersion, Kind: config.Kind, NodeName: node, DataDir: dataDir,
+		Models: []config.Model{{Name: model, Source: "s3://m/" + model + "/"}}}
+	cfg.Default()
+	mut(cfg)
+	if err := cfg.Validate(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	o.Client, o.Resync = env.Client, 100*time.Millisecond
+	p, err := New(daemon.Deps{Config: cfg, Store: store}, o)
+	if err != nil || p == nil {
+		cancel()
+		t.Fatalf("New = %v, %v; want a part", p, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return p, cfg
 }
