@@ -60,8 +60,8 @@ type Part struct {
 	store   *state.Store
 	metrics *metrics.CompileKey
 	client  kubernetes.Interface
-	pods    daemon.PodWatch                       // this node's one pod watch, shared with pre-warm
-	sub     atomic.Pointer[podwatch.Subscription] // while watching: its Problem comes first
+	pods    daemon.PodWatch       // this node's one pod watch, shared with pre-warm
+	sub     podwatch.Subscription // while watching (mu): its Problem comes first
 	opts    Options
 	node    string
 	path    string // the inputs table, <dataDir>/state/compilekey.json
@@ -129,6 +129,13 @@ func New(deps daemon.Deps, opts Options) (*Part, error) {
 	}
 	p.table = t
 	return p, nil
+}
+
+// setSub records the pod watch subscription while Run holds one (nil after), for Status.
+func (p *Part) setSub(s podwatch.Subscription) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sub = s
 }
 
 // Name implements daemon.Part.
@@ -215,8 +222,8 @@ func (p *Part) watch(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("compilekey: watch pods of node %s: %w", p.node, err)
 	}
-	p.sub.Store(&sub)
-	defer func() { p.sub.Store(nil); sub.Close() }()
+	p.setSub(sub)
+	defer func() { p.setSub(nil); sub.Close() }()
 	tick := time.NewTicker(p.opts.Resync)
 	defer tick.Stop()
 	var changed <-chan struct{}
@@ -402,8 +409,10 @@ func (p *Part) Status() Status {
 	_, n := p.table.cached()
 	st := Status{Cached: n, Recent: slices.Clone(p.recent), Agree: p.counts[Agree], Disagree: p.counts[Disagree],
 		Undecided: p.counts[Undecided], Problem: p.prob}
-	if s := p.sub.Load(); s != nil && (*s).Problem() != "" {
-		st.Problem = (*s).Problem()
+	if p.sub != nil {
+		if prob := p.sub.Problem(); prob != "" {
+			st.Problem = prob
+		}
 	}
 	for _, c := range p.pending {
 		if c != nil {
