@@ -167,6 +167,7 @@ func Run(ctx context.Context, opts Options, store *state.Store, m *metrics.Metri
 		})
 	}
 	g.Go(func() error { ready.logChanges(gctx, log); return nil })
+	g.Go(func() error { trimHeap(gctx, trimEvery, trimAbove); return nil })
 	g.Go(func() error {
 		return config.Watch(gctx, opts.ConfigPath, opts.ConfigData, opts.Poll, func(next *config.NodeConfig, err error) {
 			if err == nil {

@@ -335,6 +335,8 @@ func (e *Engine) Fetch(ctx context.Context, m config.Model, progress func(prefet
 		return st, err
 	}
 	progress(st)
+	e.pool.enter()
+	defer e.pool.leave()
 	mp, err := pathsFor(m.Name, m.Revision)
 	if err != nil {
 		return fail(err)

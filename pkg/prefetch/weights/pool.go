@@ -20,12 +20,38 @@ import (
 // one buffer per worker into WriteAt, so memory is workers × buffer size whatever the object or
 // chunk sizes: 16 workers × 1 MiB = 16 MiB, far under the 256 MiB process target. Buffers are
 // aligned to dioAlign so full ones can be written with O_DIRECT.
+// Buffers are made when first needed and given back to the Go heap when the last fetch using the
+// pool ends (enter/leave), so a warm node at rest holds none of them.
 type bufPool struct {
 	size  int
 	ch    chan []byte
 	mu    sync.Mutex
 	made  int
 	limit int
+	users int
+}
+
+// enter marks a fetch that may take buffers; leave ends it, and the last one out drops every idle buffer.
+func (p *bufPool) enter() {
+	p.mu.Lock()
+	p.users++
+	p.mu.Unlock()
+}
+
+func (p *bufPool) leave() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.users--; p.users > 0 {
+		return
+	}
+	for {
+		select {
+		case <-p.ch: // a buffer still out is put back later and stays counted in made
+			p.made--
+		default:
+			return
+		}
+	}
 }
 
 func newBufPool(size, count int) *bufPool {
