@@ -183,7 +183,7 @@ func TestChartMatchesManifests(t *testing.T) {
 // the objects of the files it lists (manifesttest.Load, which the other manifest tests read, so what
 // they check is what `kubectl apply -k` applies), and each file is listed once.
 func TestKustomizeBuildIsTheListing(t *testing.T) {
-	for _, dir := range []string{".", "monitoring", "examples", "extender", "extender/second-scheduler", "extender/monitoring", "extender/keda"} {
+	for _, dir := range []string{".", "monitoring", "examples", "extender", "extender/second-scheduler", "extender/monitoring", "extender/keda", "examples/monitoring"} {
 		t.Run(dir, func(t *testing.T) {
 			built, listed := manifesttest.Build(t, dir), manifesttest.Load(t, dir)
 			if len(built) != len(listed) || len(built) == 0 {

@@ -25,8 +25,9 @@ if [ -z "$nodeOnly" ] && [ -z "${WARMD_CLUSTER_IMAGE:-}" ]; then
   export WARMD_CLUSTER_IMAGE=$image
 fi
 export WARMD_CLUSTER_ENV=$envfile
-# helm (the install step renders charts/warmd with it), built and cached by scripts/tools.sh
-eval "$(scripts/tools.sh env | grep '^export WARMD_TEST_HELM=')"
+# helm (the install step renders charts/warmd with it) and Prometheus (it scrapes the shipped monitors
+# and answers KEDA's queries), from scripts/tools.sh
+eval "$(scripts/tools.sh env | grep -E '^export WARMD_TEST_(HELM|PROMETHEUS)=')"
 t=$(date +%s)
 # The cluster itself first, while the Node still carries the startup taint it registered with (warmd
 # removes it once warm); then warmd on it.

@@ -4,7 +4,8 @@
 // checked the way users see it: pod readiness, what its own ServiceAccount may write, a vLLM pod
 // scheduled onto the warm node through the real scheduler and extender with its image already present
 // and its weights read from warmd's volume, the chart's extender over mutual TLS with the chart's own
-// second scheduler, the vLLM start measured from the CRI log, the kubelet's
+// second scheduler, the vLLM start measured from the CRI log, a real Prometheus scraping the shipped
+// monitors and answering the ScaledObject's queries, the kubelet's
 // image GC against warmd's pins, a ConfigMap edit through the projected volume, and a pod restart
 // that fetches nothing again. Run alone with `make cluster-e2e`; `make test` runs it too.
 package cluster
@@ -45,7 +46,8 @@ func TestWarmdOnARealNode(t *testing.T) {
 		{"image and model get warm and the startup taint is removed", e.warmAndUntainted, true},
 		{"scheduler with the shipped config and the extender places the vllm pod on the warm node", e.vllmScheduledWarm, true},
 		{"follower records the vllm start and its phases from the CRI log", e.followerRecordsStart, false},
-		{"ServiceMonitors and ScaledObjects select what exists", e.monitoringSelectsWhatExists, false},
+		{"ServiceMonitors, PodMonitor and ScaledObjects select what exists", e.monitoringSelectsWhatExists, false},
+		{"a real Prometheus scrapes the shipped monitors and answers the ScaledObject's queries", e.prometheusAnswersKEDA, false},
 		{"second scheduler from the shipped files schedules a warmd-scheduler pod", e.secondScheduler, false},
 		{"chart's extender over TLS: its second scheduler asks it with a client certificate, a client without one is refused", e.chartExtenderTLS, false},
 		{"ConfigMap edit reaches warmd through the projected volume", e.configMapEdit, false},

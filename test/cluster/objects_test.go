@@ -17,12 +17,12 @@ import (
 	"warmd.io/warmd/internal/testenv/cluster"
 )
 
-// monitoringObjects returns the ServiceMonitors and ScaledObjects shipped for prometheus-operator and
+// monitoringObjects returns the ServiceMonitors, PodMonitors and ScaledObjects shipped for prometheus-operator and
 // KEDA (their CRDs are not installed here: the test checks what they select against the live cluster).
 func monitoringObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
-	for _, dir := range []string{"../../manifests/monitoring", "../../manifests/extender/monitoring", "../../manifests/extender/keda"} {
+	for _, dir := range []string{"../../manifests/monitoring", "../../manifests/extender/monitoring", "../../manifests/examples/monitoring", "../../manifests/extender/keda"} {
 		if _, err := os.Stat(filepath.Join(dir, "kustomization.yaml")); err != nil {
 			continue
 		}
@@ -79,6 +79,32 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 			} else {
 				t.Logf("ServiceMonitor %s/%s selects %d Service(s)", o.GetNamespace(), o.GetName(), found)
 			}
+		case "PodMonitor":
+			monitors++
+			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "podMetricsEndpoints")
+			pods, err := e.c.Client.CoreV1().Pods(o.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) == 0 {
+				t.Errorf("PodMonitor %s/%s selects no pod (labels %v)", o.GetNamespace(), o.GetName(), sel)
+			}
+			for _, p := range pods.Items {
+				for _, ep := range eps {
+					port, _ := ep.(map[string]any)["port"].(string)
+					ok := false
+					for _, c := range p.Spec.Containers {
+						for _, cp := range c.Ports {
+							ok = ok || cp.Name == port
+						}
+					}
+					if !ok {
+						t.Errorf("PodMonitor %s scrapes port %q, which pod %s/%s does not name", o.GetName(), port, p.Namespace, p.Name)
+					}
+				}
+			}
+			t.Logf("PodMonitor %s/%s selects %d pod(s)", o.GetNamespace(), o.GetName(), len(pods.Items))
 		case "ScaledObject":
 			scalers++
 			kind, _, _ := unstructured.NestedString(o.Object, "spec", "scaleTargetRef", "kind")

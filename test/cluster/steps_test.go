@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,8 @@ func (e *e2e) vllmDeployment(t *testing.T) *appsv1.Deployment {
 	}
 	c := &d.Spec.Template.Spec.Containers[0]
 	c.Image = e.w.vllmImage
-	c.Env = append(c.Env, corev1.EnvVar{Name: "STANDIN_SHA256", Value: e.w.qwen7b.sums})
+	c.Env = append(c.Env, corev1.EnvVar{Name: "STANDIN_SHA256", Value: e.w.qwen7b.sums},
+		corev1.EnvVar{Name: "STANDIN_REQUESTS_WAITING", Value: strconv.Itoa(standinWaiting)})
 	return &d
 }
 

@@ -226,3 +226,25 @@ func Eventually(ctx context.Context, timeout, interval time.Duration, cond func(
 		}
 	}
 }
+
+// StartInNode starts a long-running command inside the node (its network and mount namespaces), its
+// output in Dir/logs/<name>.log (so DumpOnFailure prints it), and stops it when t ends.
+func (c *Cluster) StartInNode(t testing.TB, name string, args ...string) {
+	t.Helper()
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nsenter without a PID namespace execs the command itself, so its PID is the command's.
+	cmd := exec.Command("nsenter", append([]string{"-t", c.holder, "-m", "-n", "--"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s in the node: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+	})
+}

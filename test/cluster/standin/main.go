@@ -3,7 +3,8 @@
 // vLLM startup log to stdout/stderr (time-compressed) so the kubelet and containerd write a real CRI log
 // for warmd's follower, verifies the sha256 of every weight file under --model against what the test
 // put in S3 (STANDIN_SHA256: "sha256  name" lines, sha256sum format), and then serves /health on --port
-// with uvicorn-style access log lines, as vLLM does once ready. A weight mismatch exits 1, naming the
+// with uvicorn-style access log lines, as vLLM does once ready, and /metrics with vLLM's queue gauges
+// (vllm:num_requests_waiting is STANDIN_REQUESTS_WAITING, default 0). A weight mismatch exits 1, naming the
 // file: the pod then never becomes Ready.
 package main
 
@@ -18,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,7 +28,7 @@ func main() {
 	fs := flag.NewFlagSet("standin", flag.ContinueOnError)
 	model := fs.String("model", "", "model dir (the HF snapshot the Deployment names)")
 	port := fs.Int("port", 8000, "port for /health")
-	fs.String("served-model-name", "", "ignored, as vLLM's")
+	served := fs.String("served-model-name", "", "the model_name label of /metrics, as vLLM's")
 	replay := fs.String("replay", "/replay/vllm.log", "recorded CRI-format vLLM log to replay")
 	speed := fs.Float64("speed", 100, "replay this many times faster than recorded")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -45,6 +47,25 @@ func main() {
 	http.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		fmt.Printf("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO:     %s:%s - \"GET /health HTTP/1.1\" 200 OK\n", host, strings.TrimPrefix(r.RemoteAddr, host+":"))
+	})
+	waiting := os.Getenv("STANDIN_REQUESTS_WAITING")
+	if waiting == "" {
+		waiting = "0"
+	}
+	if _, err := strconv.ParseFloat(waiting, 64); err != nil {
+		fmt.Fprintln(os.Stderr, "standin: STANDIN_REQUESTS_WAITING:", err)
+		os.Exit(2)
+	}
+	name := *served
+	if name == "" {
+		name = *model
+	}
+	// vLLM's own queue gauges, labelled as vLLM labels them (model_name is --served-model-name).
+	http.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		labels := fmt.Sprintf(`{engine="0",model_name=%q}`, name)
+		fmt.Fprintf(w, "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting%s %s\n", labels, waiting)
+		fmt.Fprintf(w, "# HELP vllm:num_requests_running Number of requests in model execution batches.\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running%s 0\n", labels)
 	})
 	if err := http.ListenAndServe(fmt.Sprintf(":%d", *port), nil); err != nil {
 		fmt.Fprintln(os.Stderr, "standin: serve:", err)
