@@ -65,7 +65,7 @@ bench: bench-weights bench-images bench-cache bench-extender bench-prewarm bench
 
 ## bench-node: a fresh node's image + weights + compile cache together against each leg alone;
 ## bench-idle: a warm node's CPU, peak RSS and API writes over IDLE seconds (default 600);
-## bench-fleet: one model to 8 nodes with the origin capped, with and without peers
+## bench-fleet: one model to 8 nodes, each in its own network namespace on a tc-capped link, with and without peers
 bench-weights bench-images bench-cache bench-extender bench-node bench-idle bench-fleet: build
 	@script=scripts/bench/$(@:bench-%=%).sh; \
 	if [ -x $$script ]; then scripts/with-testenv.sh $$script; else echo "$@: no benchmark yet"; fi

@@ -89,13 +89,21 @@ func Start(target string) (*Proxy, error) { return StartOn("127.0.0.1:0", target
 // StartOn is Start listening on addr: a test world with one address per node (127.0.0.x and a port
 // every node shares) puts a faulty node's proxy where the node would be.
 func StartOn(addr, target string) (*Proxy, error) {
-	u, err := url.Parse(target)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("fault proxy target %q is not a URL", target)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	return Serve(ln, target)
+}
+
+// Serve is Start on a listener the caller opened: one inside a network namespace of its own puts the
+// origin behind a link (internal/testenv/links), while the proxy's own requests to target still leave
+// from the host's loopback.
+func Serve(ln net.Listener, target string) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		ln.Close()
+		return nil, fmt.Errorf("fault proxy target %q is not a URL", target)
 	}
 	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln}
 	rp := httputil.NewSingleHostReverseProxy(u)

@@ -1,9 +1,12 @@
 // Package fleet is the peer test world: N `warmd run` processes (8 by default), each with its own data
-// dir and its own loopback address (127.0.0.x, as Node InternalIPs), on one real kube-apiserver and one
-// versitygw origin behind the fault proxy with a bandwidth cap. TestFleetWarmsFromPeers checks that a
-// node group starting together reads the origin about once; with WARMD_FLEET_BENCH=1 it also runs one
-// node alone (to measure a node's fetch rate), caps the origin at an eighth of it, and times the fleet
-// with and without peers, printing the `make bench-fleet` contract line. TestImageFromAWarmPeer
+// dir, on one real kube-apiserver and one versitygw origin behind the fault proxy. In
+// TestFleetWarmsFromPeers every node is a machine of its own on the network: its own network namespace
+// with a veth pair to a bridge and its link capped each way by tc (internal/testenv/links,
+// WARMD_FLEET_LINK_RATE bytes/s), the origin behind a link of one node's rate in a namespace of its
+// own, the API server through an unshaped relay. It checks that a node group starting together reads
+// the origin about once; with WARMD_FLEET_BENCH=1 it first checks the shaping on one node alone, then
+// times the fleet with and without peers in rotated rounds (WARMD_FLEET_ROUNDS, default 2), printing
+// the `make bench-fleet` contract line. TestImageFromAWarmPeer
 // (images_test.go) is the same world for images: a warm node's `warmd run` serves the layers of the
 // image it pinned, and a fresh node's `warmd prefetch images` takes them; it is also `make
 // bench-images`' world for its warmd_peer arm.
@@ -11,24 +14,27 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"warmd.io/warmd/internal/faultproxy"
 	"warmd.io/warmd/internal/fixtures"
 	"warmd.io/warmd/internal/peertest"
 	"warmd.io/warmd/internal/testenv"
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/internal/testenv/links"
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/prefetch"
@@ -60,18 +66,45 @@ type world struct {
 	port       string
 	modelBytes int64
 	inventory  string
+	// lab, when set, gives every node a network namespace and a link of linkRate bytes/s each way; the
+	// origin sits behind a link of the same rate and the API server behind an unshaped relay.
+	lab      *links.Lab
+	linkRate int64
+}
+
+// worldOptions: the model's size and shard count, and the links (linkRate 0: every node on the
+// host's loopback at 127.0.0.x, no link of its own).
+type worldOptions struct {
+	modelBytes int64
+	shards     int
+	linkRate   int64
 }
 
 func newWorld(t *testing.T, modelBytes int64) *world {
+	return newWorldWith(t, worldOptions{modelBytes: modelBytes, shards: 4})
+}
+
+func newWorldWith(t *testing.T, o worldOptions) *world {
+	modelBytes := o.modelBytes
 	kube := kubeenv.Start(t)
 	s3 := testenv.RequireS3(t)
 	root, err := os.MkdirTemp("", "fleet")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(root) })
+	t.Cleanup(func() {
+		if keep := os.Getenv("WARMD_FLEET_KEEP_LOGS"); keep != "" { // for looking into a run afterwards
+			logs, _ := filepath.Glob(filepath.Join(root, "*.log"))
+			for _, l := range logs {
+				if b, err := os.ReadFile(l); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
+				}
+			}
+		}
+		os.RemoveAll(root)
+	})
 	w := &world{t: t, kube: kube, s3: s3, root: root, bucket: fmt.Sprintf("fleet-%d", time.Now().UnixNano())}
-	shards := int64(4)
+	shards := int64(o.shards)
 	m, err := fixtures.NewModel(fixtures.ModelSpec{Shards: int(shards), TensorsA: 4, BytesPerTensor: modelBytes / shards / 4, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -83,11 +116,22 @@ func newWorld(t *testing.T, modelBytes int64) *world {
 	for _, b := range m.Files {
 		w.modelBytes += int64(len(b))
 	}
-	if w.proxy, err = faultproxy.Start(s3.Endpoint); err != nil {
+	w.kubeconfig = kube.Kubeconfig(t, "warmd-fleet", root)
+	if o.linkRate > 0 {
+		w.lab, w.linkRate = links.New(t), o.linkRate
+		origin := w.lab.Add("origin", 2, o.linkRate)
+		ln, err := origin.Listen(origin.IP + ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.proxy, err = faultproxy.Serve(ln, s3.Endpoint); err != nil {
+			t.Fatal(err)
+		}
+		w.kubeconfig = w.relayAPI(w.lab.Add("control", 3, 0))
+	} else if w.proxy, err = faultproxy.Start(s3.Endpoint); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.proxy.Close() })
-	w.kubeconfig = kube.Kubeconfig(t, "warmd-fleet", root)
 	w.token = filepath.Join(root, "token")
 	if err := os.WriteFile(w.token, []byte(kube.Token(t, "warmd", "warmd", "warmd.io/peer")), 0o600); err != nil {
 		t.Fatal(err)
@@ -97,10 +141,38 @@ func newWorld(t *testing.T, modelBytes int64) *world {
 	return w
 }
 
-// node is one `warmd run` process.
+// relayAPI opens a relay to the API server inside member ctl and returns a kubeconfig that reaches it
+// there (the server's certificate still checked against the loopback address it was issued for).
+func (w *world) relayAPI(ctl *links.Member) string {
+	t := w.t
+	kc, err := clientcmd.LoadFromFile(w.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ctl.Listen(ctl.IP + ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	for _, c := range kc.Clusters {
+		host := strings.TrimPrefix(c.Server, "https://")
+		go links.Forward(ln, host)
+		c.TLSServerName = strings.Split(host, ":")[0]
+		c.Server = "https://" + ln.Addr().String()
+		break // envtest writes one cluster
+	}
+	path := filepath.Join(w.root, "kubeconfig-links")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// node is one `warmd run` process (in its own namespace when the world has links).
 type node struct {
 	name, dataDir string
 	cmd           *exec.Cmd
+	link          *links.Member
 }
 
 // nodeSpec is what differs between the worlds' nodes: peers on or off, and for an image node its
@@ -111,11 +183,15 @@ type nodeSpec struct {
 	image      string // the model's image; none when empty
 }
 
-// start creates the Node object (InternalIP 127.0.0.<10+i>) and runs warmd for it.
+// start creates the Node object (InternalIP 127.0.0.<10+i>, or its link's address) and runs warmd for it.
 func (w *world) start(prefix string, i int, spec nodeSpec) *node {
 	t := w.t
 	n := &node{name: fmt.Sprintf("%s-%d", prefix, i), dataDir: filepath.Join(w.root, fmt.Sprintf("%s-%d", prefix, i))}
 	ip := fmt.Sprintf("127.0.0.%d", 10+i)
+	if w.lab != nil {
+		n.link = w.lab.Add(n.name, 10+i, w.linkRate)
+		ip = n.link.IP
+	}
 	if _, err := w.kube.Client.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -126,7 +202,11 @@ func (w *world) start(prefix string, i int, spec nodeSpec) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command(warmdBin, "run", "--config", path, "--log-format", "text", "--grace", "5s")
+	args := []string{"run", "--config", path, "--log-format", "text", "--grace", "5s"}
+	n.cmd = exec.Command(warmdBin, args...)
+	if n.link != nil {
+		n.cmd = n.link.Command(warmdBin, args...) // ip netns exec execs warmd: the PID is warmd's
+	}
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	n.cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+w.s3.AccessKey, "AWS_SECRET_ACCESS_KEY="+w.s3.SecretKey,
 		nvml.EnvRecordedInventory+"="+w.inventory)
@@ -175,16 +255,19 @@ func (n *node) stop() {
 		_ = n.cmd.Process.Signal(syscall.SIGTERM)
 		_ = n.cmd.Wait()
 	}
+	if n.link != nil {
+		_ = n.link.Delete() // its address is the next run's
+		n.link = nil
+	}
 }
 
-// weights reads the node's weights status through `warmd status -o json`.
+// weights reads the node's weights status from its API socket, as `warmd status` does (in process:
+// a `warmd status` per node five times a second would take this machine's CPUs from the nodes).
 func (n *node) weights() (prefetch.ModelStatus, bool) {
-	out, err := exec.Command(warmdBin, "status", "--data-dir", n.dataDir, "-o", "json").Output()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := api.NewClient(filepath.Join(n.dataDir, "warmd.sock")).Status(ctx)
 	if err != nil {
-		return prefetch.ModelStatus{}, false
-	}
-	var st api.RawStatus
-	if json.Unmarshal(out, &st) != nil {
 		return prefetch.ModelStatus{}, false
 	}
 	ws, ok, err := prefetch.WeightsSection.Decode(st.Sections)
@@ -243,28 +326,67 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 }
 
 func TestFleetWarmsFromPeers(t *testing.T) {
+	if why := links.Available(); why != "" {
+		testenv.Unavailable(t, why+": the fleet's nodes each have a link of their own (run make test as root)")
+	}
 	bench := os.Getenv("WARMD_FLEET_BENCH") != ""
 	nodes := int(envInt("WARMD_FLEET_NODES", 8))
-	w := newWorld(t, envInt("WARMD_FLEET_MODEL_BYTES", 64<<20))
-	rate := envInt("WARMD_FLEET_ORIGIN_RATE", 0)
-	if bench && rate == 0 {
+	rate := envInt("WARMD_FLEET_LINK_RATE", 64<<20)
+	w := newWorldWith(t, worldOptions{modelBytes: envInt("WARMD_FLEET_MODEL_BYTES", 64<<20),
+		shards: int(envInt("WARMD_FLEET_SHARDS", 4)), linkRate: rate})
+	t.Logf("model %d bytes in %d shards; every node, and the origin, on a link of %.1f MiB/s each way",
+		w.modelBytes, envInt("WARMD_FLEET_SHARDS", 4), float64(rate)/(1<<20))
+	if bench {
+		// The shaping holds: one node alone reads the model at its link's rate, not faster.
 		alone := w.run("alone", 1, false, 30*time.Minute)
-		// The node's fetch rate is its download's own (Started to Finished in its status), not the
-		// process start around it.
 		st := alone.statuses[0]
-		took := st.Finished.Sub(st.Started)
-		perNode := float64(w.modelBytes) / took.Seconds()
-		rate = int64(perNode / 8)
-		t.Logf("one node alone: %d bytes in %s (%.1f MiB/s; %s from process start); origin capped at %.1f MiB/s", w.modelBytes,
-			took.Round(time.Millisecond), perNode/(1<<20), alone.allWarm.Round(time.Millisecond), float64(rate)/(1<<20))
+		got := float64(w.modelBytes) / st.Finished.Sub(st.Started).Seconds()
+		t.Logf("one node alone: %d bytes at %.1f MiB/s (link %.1f MiB/s; %s from process start)", w.modelBytes,
+			got/(1<<20), float64(rate)/(1<<20), alone.allWarm.Round(time.Millisecond))
+		if got > 1.1*float64(rate) {
+			t.Fatalf("one node read at %.1f MiB/s over a %.1f MiB/s link: the shaping does not hold", got/(1<<20), float64(rate)/(1<<20))
+		}
 	}
-	if rate == 0 {
-		rate = 16 << 20
+	rounds := 1
+	if bench {
+		rounds = int(envInt("WARMD_FLEET_ROUNDS", 2))
 	}
-	w.proxy.SetRate(rate)
-	with := w.run("peers", nodes, true, 30*time.Minute)
-	ratio := float64(with.originBytes) / float64(w.modelBytes)
-	t.Logf("with peers: %d nodes warm in %s, origin sent %d bytes (%.2f x the model)", nodes, with.allWarm.Round(time.Millisecond), with.originBytes, ratio)
+	var withT, withoutT, ratios []float64
+	for r := range rounds {
+		// Rotated: odd rounds run without peers first, so neither arm always meets a cold page cache.
+		arms := []bool{true, false}
+		if r%2 == 1 {
+			arms = []bool{false, true}
+		}
+		for _, peers := range arms {
+			if !peers && !bench {
+				continue
+			}
+			if peers {
+				with := w.run(fmt.Sprintf("peers%d", r+1), nodes, true, 30*time.Minute)
+				ratio := float64(with.originBytes) / float64(w.modelBytes)
+				withT, ratios = append(withT, with.allWarm.Seconds()), append(ratios, ratio)
+				checkFromPeers(t, with, nodes, ratio)
+				t.Logf("round %d with peers: %d nodes warm in %.1fs, origin sent %.2f x the model", r+1, nodes, with.allWarm.Seconds(), ratio)
+			} else {
+				without := w.run(fmt.Sprintf("solo%d", r+1), nodes, false, 60*time.Minute)
+				withoutT = append(withoutT, without.allWarm.Seconds())
+				t.Logf("round %d without peers: %d nodes warm in %.1fs, origin sent %d bytes", r+1, nodes, without.allWarm.Seconds(), without.originBytes)
+			}
+		}
+	}
+	if !bench {
+		return
+	}
+	T, U, R := median(withT), median(withoutT), median(ratios)
+	t.Logf("with peers %v s, without %v s, origin ratios %v (medians %.1f, %.1f, %.2f)", withT, withoutT, ratios, T, U, R)
+	fmt.Printf("fleet: nodes %d, origin_bytes_ratio %.2f, all_warm %.1fs, without_peers %.1fs, speedup %.1f, links %.0f MiB/s\n",
+		nodes, R, T, U, U/T, float64(rate)/(1<<20))
+}
+
+// checkFromPeers: every node but the seed read the whole model from peers, and the origin sent about one copy.
+func checkFromPeers(t *testing.T, with result, nodes int, ratio float64) {
+	t.Helper()
 	fromPeers := 0
 	for i, st := range with.statuses {
 		if st.From == nil {
@@ -272,7 +394,7 @@ func TestFleetWarmsFromPeers(t *testing.T) {
 			continue
 		}
 		// The timeline shows where a run loses time: waiting for the seed, for a slot, for a new peer.
-		t.Logf("  peers-%d: fetch +%.1fs to +%.1fs, %d bytes from peers %v, %d from the origin, dropped %v", i+1,
+		t.Logf("  node %d: fetch +%.1fs to +%.1fs, %d bytes from peers %v, %d from the origin, dropped %v", i+1,
 			st.Started.Sub(with.start).Seconds(), st.Finished.Sub(with.start).Seconds(),
 			st.From.PeerBytes, st.From.Peers, st.From.OriginBytes, st.From.Dropped)
 		if st.From.PeerBytes == st.BytesTotal {
@@ -285,11 +407,15 @@ func TestFleetWarmsFromPeers(t *testing.T) {
 	if ratio > 1.25 {
 		t.Errorf("origin bytes ratio %.2f; want <= 1.25", ratio)
 	}
-	if !bench {
-		return
+}
+
+// median of a non-empty sample (the mean of the middle two for an even count).
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
 	}
-	without := w.run("solo", nodes, false, 60*time.Minute)
-	t.Logf("without peers: %d nodes warm in %s, origin sent %d bytes", nodes, without.allWarm.Round(time.Millisecond), without.originBytes)
-	fmt.Printf("fleet: nodes %d, origin_bytes_ratio %.2f, all_warm %.1fs, without_peers %.1fs, speedup %.1f\n", nodes, ratio,
-		with.allWarm.Seconds(), without.allWarm.Seconds(), without.allWarm.Seconds()/with.allWarm.Seconds())
 }
