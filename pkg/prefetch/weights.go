@@ -126,6 +126,14 @@ type MultiSource interface {
 	ByteSources() ByteSources
 }
 
+// Holders is implemented by a Source whose bytes can come from other nodes (the peer source): how
+// many of them hold the named file now. A download then takes first the files fewest of them hold
+// (rarest first, ties at random), so the nodes of a wave hold different files and trade them,
+// instead of all asking the one node ahead of them for the same file.
+type Holders interface {
+	Holders(name string) int
+}
+
 // Verified reports whether the weights of model at revision are verified and published.
 func (s ModelStatus) Verified(model, revision string) bool {
 	return s.State == StateReady && s.Model == model && s.Revision == revision && s.SnapshotPath != ""

@@ -39,6 +39,9 @@ const (
 	// served rate is measured over: a downloader admitted less than that ago has not reached its
 	// speed yet, so the rate does not show whether the cap is used.
 	overflowEvery = time.Second
+	// overflowGain: a downloader taken past the slots must have raised the served rate by this factor
+	// (measured overflowEvery later) for one more to be taken.
+	overflowGain = 1.1
 )
 
 // slots limits how many distinct downloaders one node serves at once. Sharing one upload cap among
@@ -50,7 +53,11 @@ const (
 // or link, or by the machine they share in a test), turning the rest away leaves the cap idle and
 // makes them wait for nothing; so while the bytes served over the last second stay under three
 // quarters of the cap, one more downloader is taken per second, up to overflowFactor times the slots.
-// Without a cap nothing says whether it is used, and the slots are a hard limit.
+// Each must pay for itself: when the last one taken past the slots left the served rate flat (within
+// overflowGain either way), this node's own link is what is full (a cap above the link, as on any node whose NIC
+// share is below its configured cap), and one more would only split the link further, so no more
+// are taken until a downloader leaves. Without a cap nothing says whether it is used, and the slots
+// are a hard limit.
 //
 // One slot per downloader while others wait: a downloader says how many other peers serve it now
 // (peer.HeaderServing). When one that holds no slot anywhere is turned away, the next request of a
@@ -73,6 +80,10 @@ type slots struct {
 	mu       sync.Mutex
 	held     map[string]*holder
 	admitted time.Time // the last time a downloader got a slot
+	// overRate is the served rate just before the last admission past the slots, overHeld the slots
+	// held then: while more than overHeld are held, the next needs overflowGain × overRate.
+	overRate float64
+	overHeld int
 	served   meter
 	waiting  time.Time // until then a downloader served nowhere else waits for a slot here
 	reserved time.Time // until then a free slot goes only to a downloader served nowhere else
@@ -129,6 +140,9 @@ func (s *slots) admit(who string, elsewhere int) string {
 	if elsewhere == 0 {
 		s.reserved = time.Time{}
 	}
+	if s.max > 0 && len(s.held) >= s.max {
+		s.overRate, s.overHeld = s.served.rate(now), len(s.held)
+	}
 	s.held[who] = &holder{active: 1}
 	s.admitted = now
 	return ""
@@ -136,8 +150,17 @@ func (s *slots) admit(who string, elsewhere int) string {
 
 // underused reports whether one more downloader may be taken past the slots (see slots).
 func (s *slots) underused(now time.Time) bool {
-	return s.cap > 0 && len(s.held) < overflowFactor*s.max && now.Sub(s.admitted) >= overflowEvery &&
-		s.served.rate(now) < overflowBelow*s.cap
+	if s.cap <= 0 || len(s.held) >= overflowFactor*s.max || now.Sub(s.admitted) < overflowEvery {
+		return false
+	}
+	r := s.served.rate(now)
+	if r >= overflowBelow*s.cap {
+		return false
+	}
+	// The last one taken past the slots, still here, must have changed the rate: a flat rate says the
+	// link is full. (One that fell says the downloaders slowed on their side; more may fill the gap.)
+	flat := r >= s.overRate/overflowGain && r < overflowGain*s.overRate
+	return len(s.held) <= s.overHeld || !flat
 }
 
 // release ends one of who's requests; the slot stays who's until it has been idle for s.idle.

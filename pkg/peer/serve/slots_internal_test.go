@@ -202,3 +202,45 @@ func TestServingElsewhereHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestOverflowStopsWhenTheLinkIsFull: past the slots, one more downloader is taken per second only
+// while the last one raised the served rate. Here the node's link carries 25 MiB/s whatever the cap
+// (1 GiB/s): the third downloader adds nothing, so a fourth is refused; once the rate rises (the
+// downloaders were slow on their side), a fourth is taken; when a downloader leaves, the rule starts
+// over from the slots.
+func TestOverflowStopsWhenTheLinkIsFull(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSlots(2, time.Hour, 1<<30)
+	s.now = func() time.Time { return now }
+	serveFor := func(d time.Duration, rate float64) { // bytes sent at rate over d, in 50 ms steps
+		for step := 50 * time.Millisecond; d > 0; d -= step {
+			now = now.Add(step)
+			s.sent(int(rate * step.Seconds()))
+		}
+	}
+	const link = 25 << 20
+	if !s.acquire("a") || !s.acquire("b") {
+		t.Fatal("the two slots refused")
+	}
+	serveFor(1500*time.Millisecond, link)
+	if !s.acquire("c") {
+		t.Fatal("c refused while the 1 GiB/s cap is under-used")
+	}
+	serveFor(1500*time.Millisecond, link) // c added nothing: the link is full
+	if s.acquire("d") {
+		t.Fatal("d taken although c did not raise the served rate: the link is what is full")
+	}
+	serveFor(1500*time.Millisecond, 1.5*link)
+	if !s.acquire("d") {
+		t.Fatal("d refused although the rate rose by half since c was taken")
+	}
+	serveFor(1500*time.Millisecond, 1.5*link) // d added nothing
+	if s.acquire("e") {
+		t.Fatal("e taken although d did not raise the rate")
+	}
+	delete(s.held, "d") // a downloader leaves (its slot idle past the idle time)
+	serveFor(1500*time.Millisecond, 1.5*link)
+	if !s.acquire("e") {
+		t.Fatal("e refused after d left: the rule should start over from the slots")
+	}
+}

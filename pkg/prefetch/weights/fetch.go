@@ -318,21 +318,14 @@ func (f *fetch) download(ctx context.Context, only map[int]error) error {
 		return nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	ch := make(chan chunkTask)
-	g.Go(func() error {
-		defer close(ch)
-		for _, t := range tasks {
-			select {
-			case ch <- t:
-			case <-gctx.Done():
-				return nil
-			}
-		}
-		return nil
-	})
+	var holders func(file int) int
+	if h, ok := f.src.(prefetch.Holders); ok {
+		holders = func(file int) int { return h.Holders(f.files[file].name.String()) }
+	}
+	next := newPicker(tasks, holders)
 	for range min(f.e.opts.Concurrency, len(tasks)) {
 		g.Go(func() error {
-			for t := range ch {
+			for t, ok := next.take(); ok && gctx.Err() == nil; t, ok = next.take() {
 				if err := f.fetchChunk(gctx, t); err != nil {
 					return err
 				}

@@ -63,8 +63,8 @@ func (s *Source) busy(m *member, err error) bool {
 
 // refresh looks the warm peers up again when the last look is older than every, and adds peers this
 // fetch does not know while fewer than MaxPeers usable ones remain; then it asks the nodes still
-// downloading which files they verified (probe). One chunk worker does it; the others carry on with
-// the peers they have.
+// downloading which files they verified (probe), and asks those again every second between looks.
+// One chunk worker does it; the others carry on with the peers they have.
 func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	if (s.o.Refresh == nil && s.o.Partial == nil) || !s.rmu.TryLock() {
 		return
@@ -73,11 +73,14 @@ func (s *Source) refresh(ctx context.Context, every time.Duration) {
 	s.mu.Lock()
 	due := time.Since(s.looked) >= every
 	s.mu.Unlock()
-	if !due {
-		return
+	if due {
+		s.topUp(ctx)
+		s.probe(ctx, 0)
+	} else if s.partialKnown() {
+		// The lists of nodes still downloading, every second: which files they verified is what the
+		// rarest-first order (prefetch.Holders) reads.
+		s.probe(ctx, waitingRefreshEvery)
 	}
-	s.topUp(ctx)
-	s.probe(ctx, 0)
 }
 
 // topUp adds the warm peers Refresh finds that this fetch does not use yet (a partial member among

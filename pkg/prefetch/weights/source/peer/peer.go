@@ -272,6 +272,39 @@ func (s *Source) ByteSources() prefetch.ByteSources {
 	return bs
 }
 
+// Compile-time checks: the engine reports this source's byte split and orders its chunks by holders.
+var (
+	_ prefetch.MultiSource = (*Source)(nil)
+	_ prefetch.Holders     = (*Source)(nil)
+)
+
+// partialKnown reports whether this fetch knows a node still downloading, whose list of verified
+// files grows by the second.
+func (s *Source) partialKnown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.peers {
+		if m.files != nil && !m.dead.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Holders implements prefetch.Holders: the live peers that hold name now (a warm member holds every
+// file; a partial member the ones it listed at the last look).
+func (s *Source) Holders(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.peers {
+		if !m.dead.Load() && (m.files == nil || m.files[name]) {
+			n++
+		}
+	}
+	return n
+}
+
 // GetRange implements prefetch.Source: the range comes from the least busy live peer, continuing
 // from the origin where a peer fails; a range asked for twice comes from the origin and is compared
 // with what the peer gave the first time.

@@ -1,0 +1,87 @@
+package weights
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// picker hands a download's chunk tasks to its workers. Without holders (an origin, a file source)
+// it keeps the listing's order. With holders (the peer source, prefetch.Holders) it finishes the
+// files already started first, since a file is served to other nodes only once all of it is here and
+// verified; then it starts the file the fewest other nodes hold, at least one, ties at random (rarest
+// first): the nodes of a wave then each take different files from the node ahead of them and trade
+// them among themselves, instead of all asking that node for the same file at once. Files nobody
+// holds yet come last, in order (a seed reading the origin reads in order).
+type picker struct {
+	holders func(file int) int
+
+	mu      sync.Mutex
+	order   []int               // files with tasks left, in listing order
+	left    map[int][]chunkTask // per file, its tasks not yet taken, in offset order
+	started map[int]bool        // files with a task taken and tasks left
+}
+
+func newPicker(tasks []chunkTask, holders func(file int) int) *picker {
+	p := &picker{holders: holders, left: map[int][]chunkTask{}, started: map[int]bool{}}
+	for _, t := range tasks {
+		if _, ok := p.left[t.file]; !ok {
+			p.order = append(p.order, t.file)
+		}
+		p.left[t.file] = append(p.left[t.file], t)
+	}
+	return p
+}
+
+// take returns the next task, or false when none is left.
+func (p *picker) take() (chunkTask, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.order) == 0 {
+		return chunkTask{}, false
+	}
+	file := p.order[0]
+	if p.holders != nil {
+		file = p.choose()
+	}
+	ts := p.left[file]
+	t := ts[0]
+	if len(ts) == 1 {
+		delete(p.left, file)
+		delete(p.started, file)
+		for i, f := range p.order {
+			if f == file {
+				p.order = append(p.order[:i], p.order[i+1:]...)
+				break
+			}
+		}
+	} else {
+		p.left[file] = ts[1:]
+		p.started[file] = true
+	}
+	return t, true
+}
+
+// choose is the file to take a task of (see picker); p.mu is held.
+func (p *picker) choose() int {
+	for _, f := range p.order {
+		if p.started[f] {
+			return f
+		}
+	}
+	best, fewest, ties := p.order[0], 0, 0
+	for _, f := range p.order {
+		n := p.holders(f)
+		switch {
+		case n <= 0:
+			continue
+		case fewest == 0 || n < fewest:
+			best, fewest, ties = f, n, 1
+		case n == fewest:
+			ties++
+			if rand.N(ties) == 0 { // each of the tied files equally likely
+				best = f
+			}
+		}
+	}
+	return best
+}

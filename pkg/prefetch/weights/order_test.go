@@ -1,0 +1,43 @@
+package weights
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestPickerOrder: without holders the listing's order; with holders a started file's other chunks
+// first, then the file fewest other nodes hold (at least one), and files nobody holds last, in order.
+func TestPickerOrder(t *testing.T) {
+	tasks := func() []chunkTask {
+		var ts []chunkTask
+		for f := range 4 {
+			for c := range 2 {
+				ts = append(ts, chunkTask{file: f, chunk: c})
+			}
+		}
+		return ts
+	}
+	drain := func(p *picker) (files []int) {
+		for tk, ok := p.take(); ok; tk, ok = p.take() {
+			files = append(files, tk.file)
+		}
+		return files
+	}
+	if got, want := drain(newPicker(tasks(), nil)), []int{0, 0, 1, 1, 2, 2, 3, 3}; !slices.Equal(got, want) {
+		t.Errorf("without holders: files %v, want the listing's order %v", got, want)
+	}
+	held := map[int]int{0: 0, 1: 3, 2: 1, 3: 2} // file 0 held by nobody yet
+	if got, want := drain(newPicker(tasks(), func(f int) int { return held[f] })), []int{2, 2, 3, 3, 1, 1, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("with holders %v: files %v, want rarest first, a started file finished first, nobody's last: %v", held, got, want)
+	}
+	// Ties go either way, never to a file nobody holds.
+	seen := map[int]bool{}
+	for range 64 {
+		p := newPicker(tasks(), func(f int) int { return map[int]int{0: 0, 1: 1, 2: 1, 3: 1}[f] })
+		tk, _ := p.take()
+		seen[tk.file] = true
+	}
+	if seen[0] || len(seen) != 3 {
+		t.Errorf("first file taken over 64 tied pickers: %v; want each of 1, 2, 3 and never 0", seen)
+	}
+}
