@@ -351,7 +351,8 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
 // is asked, as is the next after a partial member that turned out not to hold the file. When every
 // live peer is busy or has not verified the file yet it waits for a slot (see busyWait) until it has waited
-// BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait. It returns the bytes written and
+// BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait; the seed does not
+// wait for a file no peer holds at all. It returns the bytes written and
 // the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
@@ -374,6 +375,11 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 			return got, m, nil
 		}
 		if !s.live() || time.Since(start) >= s.o.BusyWait || (s.graceOver(start) && s.originOpen(ctx)) {
+			return 0, nil, nil
+		}
+		// No peer holds the file at all (the others of the wave are behind this node): waiting frees
+		// no slot, so the seed reads it now; any other node waits for the seed, as ever.
+		if s.Holders(name.String()) == 0 && s.originOpen(ctx) {
 			return 0, nil, nil
 		}
 		if err := s.busyWait(ctx); err != nil {
