@@ -108,8 +108,13 @@ func TestPartPredictsBeforeStart(t *testing.T) {
 	if v := testutil.ToFloat64(m.CompileKey.Outcomes.WithLabelValues("hit", "hit", Agree)); v != 1 {
 		t.Fatalf("agree outcomes %v, want 1", v)
 	}
+	// The section is published after the status changes: wait for it, never accept another value.
+	waitFor(t, "the section published with the agreement", func() bool {
+		published, ok := Section.Get(store)
+		return ok && published.Agree == 1 && len(published.Pending) == 0
+	})
 	published, ok := Section.Get(store)
-	if !ok || published.Agree != 1 {
+	if !ok || published.Agree != 1 || published.Disagree != 1 {
 		t.Fatalf("published section %+v, %v", published, ok)
 	}
 
