@@ -79,7 +79,8 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	// 3b. The peer server: what the weights part reports verified and published and the layers of
 	// the images the images part pulled and pinned, served to other warmd pods with
 	// TokenReview-checked tokens (with peers.enabled off it listens on nothing).
-	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), Staged: prefetch.StagedIn(d.Store), OpenBundles: cache.OpenKept, ImageLayers: img})
+	ps, err := serve.NewPart(d, serve.PartOptions{Published: prefetch.PublishedIn(d.Store), Staged: prefetch.StagedIn(d.Store),
+		Pieces: servedPieces(prefetch.PiecesIn(d.Store)), OpenBundles: cache.OpenKept, ImageLayers: img})
 	if err != nil {
 		return daemon.Assembly{}, err
 	}
@@ -150,4 +151,20 @@ func KubeClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
 	return cs, nil
+}
+
+// servedPieces hands the weights part's partly verified files to the peer server in its own type
+// (the peer tree imports nothing of prefetch).
+func servedPieces(in func(model, revision string) map[string]prefetch.StagedPieces) func(model, revision string) map[string]serve.Pieces {
+	return func(model, revision string) map[string]serve.Pieces {
+		ps := in(model, revision)
+		if ps == nil {
+			return nil
+		}
+		out := make(map[string]serve.Pieces, len(ps))
+		for k, v := range ps {
+			out[k] = serve.Pieces(v)
+		}
+		return out
+	}
 }

@@ -44,12 +44,17 @@ func WeightFilesURL(base, model, revision string) string {
 type WeightFiles struct {
 	Complete bool     `json:"complete,omitempty"`
 	Files    []string `json:"files,omitempty"`
+	// Pieces names the files of which only some parts are verified so far (each part against the
+	// origin's part checksum), with those parts' byte ranges, [start, end), sorted and disjoint: a
+	// downloader may ask for a range that lies inside one of them.
+	Pieces map[string][][2]int64 `json:"pieces,omitempty"`
 }
 
 // MaxWeightFiles bounds the names one WeightFiles answer may carry, and MaxWeightFilesBytes its
 // body: a revision of a million files is past what a peer download would be asked to share.
 const (
 	MaxWeightFiles      = 100_000
+	MaxPieceSpans       = 10_000 // per file: S3's own limit on the parts of one upload
 	MaxWeightFilesBytes = 16 << 20
 )
 

@@ -102,6 +102,11 @@ type ModelStatus struct {
 	// CacheRoot), which the peer server may serve before the model is published; nil once Ready. It
 	// is the node's own business: not part of the status API.
 	Staged map[string]string `json:"-"`
+	// Pieces maps each file of a download in flight that is not verified whole yet but has parts
+	// verified against the origin's part checksums (a multipart upload that kept them) to its
+	// staging file and those parts' byte ranges: what the peer server may serve of it. Replaced,
+	// never changed; nil once Ready. Like Staged, the node's own business.
+	Pieces map[string]StagedPieces `json:"-"`
 	// From says where this download's bytes came from when peers are on (nil otherwise).
 	From     *ByteSources `json:"from,omitempty"`
 	Started  time.Time    `json:"started,omitzero"`
@@ -127,11 +132,12 @@ type MultiSource interface {
 }
 
 // Holders is implemented by a Source whose bytes can come from other nodes (the peer source): how
-// many of them hold the named file now. A download then takes first the files fewest of them hold
+// many of them hold bytes [off, off+n) of the named file now (the file, or verified parts of it
+// that cover the range). A download then takes first the files whose next chunk fewest of them hold
 // (rarest first, ties at random), so the nodes of a wave hold different files and trade them,
 // instead of all asking the one node ahead of them for the same file.
 type Holders interface {
-	Holders(name string) int
+	Holders(name string, off, n int64) int
 }
 
 // Verified reports whether the weights of model at revision are verified and published.
@@ -181,19 +187,49 @@ func PublishedIn(store *state.Store) func(model, revision string) bool {
 // serve of a revision not yet published. nil when none is in flight.
 func StagedIn(store *state.Store) func(model, revision string) map[string]string {
 	return func(model, revision string) map[string]string {
-		if store == nil {
-			return nil
-		}
-		ws, ok := WeightsSection.Get(store)
+		ms, ok := inFlight(store, model, revision)
 		if !ok {
-			return nil
-		}
-		ms, ok := ws.Model(model)
-		if !ok || ms.Revision != revision || (ms.State != StateDownloading && ms.State != StateVerifying) {
 			return nil
 		}
 		return ms.Staged
 	}
+}
+
+// StagedPieces is a file of a download in flight some of whose parts are verified.
+type StagedPieces struct {
+	// Path is the staging file, a path under the cache root.
+	Path string
+	// Spans are the verified byte ranges, [start, end), sorted and disjoint (adjacent parts merged).
+	Spans [][2]int64
+}
+
+// PiecesIn returns, from store's weights section now, the partly verified files of model at
+// revision that a download in flight holds in staging (ModelStatus.Pieces): what the peer server may
+// serve of them, range by range. nil when none is in flight.
+func PiecesIn(store *state.Store) func(model, revision string) map[string]StagedPieces {
+	return func(model, revision string) map[string]StagedPieces {
+		ms, ok := inFlight(store, model, revision)
+		if !ok {
+			return nil
+		}
+		return ms.Pieces
+	}
+}
+
+// inFlight returns model's status in store when its download of revision is in flight.
+func inFlight(store *state.Store, model, revision string) (ModelStatus, bool) {
+	if store == nil {
+		return ModelStatus{}, false
+	}
+	ws, ok := WeightsSection.Get(store)
+	if !ok {
+		return ModelStatus{}, false
+	}
+	ms, ok := ws.Model(model)
+	if !ok || ms.Revision != revision || (ms.State != StateDownloading && ms.State != StateVerifying) {
+		return ModelStatus{}, false
+	}
+	return ms, true
 }
 
 // WeightsSection is the weights part's section of the node state.

@@ -32,6 +32,9 @@ type PartOptions struct {
 	// Staged returns the verified files of a download in flight (prefetch.StagedIn); nil: only
 	// published revisions are served.
 	Staged func(model, revision string) map[string]string
+	// Pieces returns the partly verified files of a download in flight (prefetch.PiecesIn, adapted);
+	// nil: none is served.
+	Pieces func(model, revision string) map[string]Pieces
 	// OpenBundles opens the dir of compile-cache bundles the cache part verified and kept, by
 	// digest, under the data dir; nil: no bundle is served.
 	OpenBundles func(dataDir string) (*fsroot.Root, error)
@@ -135,7 +138,7 @@ func (p *Part) build(cfg *config.NodeConfig) (*server, error) {
 		pub = func(string, string) bool { return false }
 	}
 	s.handler = New(Options{Auth: auth, Root: root, Bundles: s.bundles, ImageLayers: p.opts.ImageLayers, UploadLimit: cfg.Peers.UploadLimit.Value(),
-		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub, Staged: p.opts.Staged})
+		ServeSlots: cfg.Peers.ServeSlots, WriteStall: cfg.Peers.StallTimeout.Duration, Metrics: p.m, Log: p.log, Published: pub, Staged: p.opts.Staged, Pieces: p.opts.Pieces})
 	return s, nil
 }
 

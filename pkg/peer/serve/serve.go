@@ -57,6 +57,9 @@ type Options struct {
 	// staging (name → path under Root; prefetch.StagedIn): served before the revision is published.
 	// nil: only published revisions are served. Anything neither reports is 404, whatever is on disk.
 	Staged func(model, revision string) map[string]string
+	// Pieces returns the partly verified files of a download in flight (prefetch.PiecesIn): a range
+	// inside their verified parts is served, nothing else of them. nil: none.
+	Pieces func(model, revision string) map[string]Pieces
 	// Bundles is the kept compile-cache bundle dir (cache.KeptDir); nil: no bundle is served.
 	Bundles *fsroot.Root
 	// ImageLayers opens the layer blobs of the images the node pulled and pinned (imageblobs.go);
@@ -183,6 +186,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fh, size, err := h.openWeight(name, rev, fp)
+	if err != nil && !h.opts.Published(name, rev) {
+		if pfh, psize, perr := h.openPieces(name, rev, fp, r); perr == nil {
+			fh, size, err = pfh, psize, nil
+		} else if !errors.Is(perr, errNoPieces) {
+			err = perr
+		}
+	}
 	if err != nil {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, err.Error())
 		return

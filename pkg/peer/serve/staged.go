@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/peer"
@@ -41,6 +42,77 @@ func (h *Handler) openStaged(name, rev string, fp fsroot.Path) (*os.File, int64,
 	return fh, fi.Size(), nil
 }
 
+// Pieces is a file of a download in flight some of whose parts are verified (prefetch.StagedPieces).
+type Pieces struct {
+	// Path is the staging file, a path under Root.
+	Path string
+	// Spans are the verified byte ranges, [start, end), sorted and disjoint.
+	Spans [][2]int64
+}
+
+// errNoPieces: no part of the file is verified here.
+var errNoPieces = errors.New("file not verified here yet")
+
+// openPieces opens file fp of a download in flight of model at revision rev when every range r asks
+// for lies inside the file's verified parts; a request without a Range, or with one reaching past
+// them, is refused (404): the rest of the file is not verified here yet.
+func (h *Handler) openPieces(name, rev string, fp fsroot.Path, r *http.Request) (*os.File, int64, error) {
+	notYet := errNoPieces
+	if h.opts.Pieces == nil {
+		return nil, 0, notYet
+	}
+	pc, ok := h.opts.Pieces(name, rev)[fp.String()]
+	if !ok {
+		return nil, 0, notYet
+	}
+	p, err := fsroot.ParsePath(pc.Path)
+	if err != nil {
+		return nil, 0, notYet
+	}
+	fh, err := h.opts.Root.Open(p)
+	if err != nil {
+		return nil, 0, notYet
+	}
+	fi, err := fh.Stat()
+	if err != nil || !fi.Mode().IsRegular() || !insideSpans(r.Header.Get("Range"), fi.Size(), pc.Spans) {
+		fh.Close()
+		return nil, 0, errors.New("the range asked for is not verified here yet")
+	}
+	return fh, fi.Size(), nil
+}
+
+// insideSpans reports whether every range of a Range header lies inside one of spans ([start, end))
+// of a file of size bytes; no header, or one that does not parse, does not.
+func insideSpans(header string, size int64, spans [][2]int64) bool {
+	spec, ok := strings.CutPrefix(header, "bytes=")
+	if !ok {
+		return false
+	}
+	specs := strings.Split(spec, ",")
+	if len(specs) > maxSpecs {
+		return false
+	}
+	for _, x := range specs {
+		s, ok := parseSpan(strings.TrimSpace(x), size)
+		if !ok || s.a > s.b {
+			return false
+		}
+		i, _ := slices.BinarySearchFunc(spans, s.a, func(sp [2]int64, a int64) int {
+			switch {
+			case sp[1] <= a:
+				return -1
+			case sp[0] > a:
+				return 1
+			}
+			return 0
+		})
+		if i >= len(spans) || spans[i][0] > s.a || s.b >= spans[i][1] {
+			return false
+		}
+	}
+	return true
+}
+
 // serveFiles answers which files of model at revision rev this node can serve now (peer.WeightFiles):
 // the whole revision once published, the verified files of a download in flight, else 404.
 func (h *Handler) serveFiles(w http.ResponseWriter, name, rev string) {
@@ -54,7 +126,15 @@ func (h *Handler) serveFiles(w http.ResponseWriter, name, rev string) {
 		}
 		slices.Sort(body.Files)
 	}
-	if !body.Complete && len(body.Files) == 0 {
+	if h.opts.Pieces != nil && !body.Complete {
+		for f, p := range h.opts.Pieces(name, rev) {
+			if body.Pieces == nil {
+				body.Pieces = map[string][][2]int64{}
+			}
+			body.Pieces[f] = p.Spans[:min(len(p.Spans), peer.MaxPieceSpans)]
+		}
+	}
+	if !body.Complete && len(body.Files) == 0 && len(body.Pieces) == 0 {
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, "no file of this model revision is verified here")
 		return
 	}

@@ -95,3 +95,57 @@ func TestServeStagedFiles(t *testing.T) {
 		t.Errorf("files once published: %d %+v", code, wf)
 	}
 }
+
+// A file of which only some parts are verified is served range by range: a range inside its
+// verified parts is answered, one reaching past them, or a request for the whole file, is 404; the
+// files endpoint names those parts' spans.
+func TestServeVerifiedParts(t *testing.T) {
+	root := cache(t)
+	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2", "data")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "0"), []byte("0123456789abcdefghij"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spans := [][2]int64{{0, 5}, {10, 15}}
+	h := serve.New(serve.Options{Auth: allow{}, Root: root,
+		Published: func(string, string) bool { return false },
+		Pieces: func(model, rev string) map[string]serve.Pieces {
+			if model != "org/m" || rev != "r2" {
+				return nil
+			}
+			return map[string]serve.Pieces{"p.bin": {Path: ".staging/org--m@r2/data/0", Spans: spans},
+				"escape.bin": {Path: "../../etc/passwd", Spans: spans}}
+		}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tc := range []struct {
+		rng, want string
+		code      int
+	}{
+		{"bytes=0-4", "01234", http.StatusPartialContent},
+		{"bytes=11-14", "bcde", http.StatusPartialContent},
+		{"bytes=0-4,10-14", "", http.StatusPartialContent}, // two ranges, both inside: multipart
+		{"bytes=0-5", "", http.StatusNotFound},             // one byte past the first part
+		{"bytes=4-10", "", http.StatusNotFound},            // across the unverified gap
+		{"bytes=15-", "", http.StatusNotFound},
+		{"bytes=-3", "", http.StatusNotFound}, // the last bytes, not verified
+		{"", "", http.StatusNotFound},         // the whole file
+		{"bytes=x-y", "", http.StatusNotFound},
+	} {
+		resp, body := peertest.Get(t, http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", "p.bin"), "ok", tc.rng)
+		if resp.StatusCode != tc.code || (tc.want != "" && string(body) != tc.want) {
+			t.Errorf("Range %q: %s %q, want %d %q", tc.rng, resp.Status, body, tc.code, tc.want)
+		}
+	}
+	if resp, body := peertest.Get(t, http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", "escape.bin"), "ok", "bytes=0-4"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a piece path outside the root: %s %q, want 404", resp.Status, body)
+	}
+	resp, body := peertest.Get(t, http.MethodGet, peer.WeightFilesURL(srv.URL, "org/m", "r2"), "ok", "")
+	var wf peer.WeightFiles
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &wf) != nil || wf.Complete || len(wf.Files) != 0 ||
+		!slices.Equal(wf.Pieces["p.bin"], spans) {
+		t.Errorf("files with verified parts: %s %q", resp.Status, body)
+	}
+}

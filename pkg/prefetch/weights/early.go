@@ -113,6 +113,7 @@ func (f *fetch) stage(i int) {
 	}
 	staged[sf.obj.Key] = sf.data.String()
 	f.status.Staged = staged
+	f.dropPiecesLocked(sf.obj.Key) // served whole now
 	f.mu.Unlock()
 }
 

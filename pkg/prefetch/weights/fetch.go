@@ -32,6 +32,9 @@ type stagedFile struct {
 	// combines: each chunk's CRC is then computed as it streams and journaled, and the file is
 	// verified by combining them instead of reading it back.
 	streamAlg string
+	// pieces are the file's parts when the origin keeps part checksums and peers may be served
+	// (pieces.go); nil: the file is verified whole only.
+	pieces *pieceSet
 }
 
 // fetch is one model's download, verification and publish.
@@ -190,6 +193,7 @@ func (f *fetch) stageAndPublish(ctx context.Context) error {
 			if err := f.j.reset(i); err != nil {
 				return err
 			}
+			f.resetPieces(i)
 			f.done.Add(-f.files[i].obj.Size)
 		}
 		f.setState(prefetch.StateDownloading)
@@ -318,15 +322,19 @@ func (f *fetch) download(ctx context.Context, only map[int]error) error {
 		return nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	var holders func(file int) int
+	var holders func(t chunkTask) int
 	if h, ok := f.src.(prefetch.Holders); ok {
-		holders = func(file int) int { return h.Holders(f.files[file].name.String()) }
+		holders = func(t chunkTask) int { return h.Holders(f.files[t.file].name.String(), t.off, t.n) }
 	}
 	next := newPicker(tasks, holders)
+	g.Go(func() error { f.checkLandedParts(gctx, only); return nil })
 	for range min(f.e.opts.Concurrency, len(tasks)) {
 		g.Go(func() error {
 			for t, ok := next.take(); ok && gctx.Err() == nil; t, ok = next.take() {
 				if err := f.fetchChunk(gctx, t); err != nil {
+					return err
+				}
+				if err := f.checkParts(gctx, t); err != nil {
 					return err
 				}
 				v.chunkDone(ectx, t.file)
@@ -348,8 +356,8 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 	for attempt := 1; attempt <= f.e.opts.ChunkAttempts; attempt++ {
 		cw := &chunkWriter{ctx: ctx, f: sf.fh, direct: sf.direct, off: t.off, pool: f.e.pool, bw: f.e.bw,
 			onBytes: func(n int64) { f.done.Add(n); f.e.opts.OnBytes(n) }}
-		if sf.streamAlg != "" {
-			cw.crc, _ = objstore.NewHash(sf.streamAlg)
+		if alg := sf.chunkAlg(); alg != "" {
+			cw.crc, _ = objstore.NewHash(alg)
 		}
 		var n int64
 		n, err = f.src.GetRange(ctx, sf.name, t.off, t.n, cw)
@@ -399,6 +407,7 @@ func (f *fetch) headAll(ctx context.Context) error {
 			if cs := h.Checksum; cs.Value != "" && !cs.Composite && objstore.Combinable(cs.Algorithm) {
 				sf.streamAlg = cs.Algorithm
 			}
+			f.loadPieces(gctx, i, h)
 			return nil
 		})
 	}

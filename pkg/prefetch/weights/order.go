@@ -6,14 +6,16 @@ import (
 )
 
 // picker hands a download's chunk tasks to its workers. Without holders (an origin, a file source)
-// it keeps the listing's order. With holders (the peer source, prefetch.Holders) it finishes the
-// files already started first, since a file is served to other nodes only once all of it is here and
-// verified; then it starts the file the fewest other nodes hold, at least one, ties at random (rarest
-// first): the nodes of a wave then each take different files from the node ahead of them and trade
-// them among themselves, instead of all asking that node for the same file at once. Files nobody
-// holds yet come last, in order (a seed reading the origin reads in order).
+// it keeps the listing's order. With holders (the peer source, prefetch.Holders, asked for each
+// file's next chunk) it finishes the files already started first while some node holds their next
+// chunk, since a file (or a part) is served to other nodes only once all of it is here and verified;
+// then it starts the file whose next chunk the fewest other nodes hold, at least one, ties at random
+// (rarest first): the nodes of a wave then each take different files from the node ahead of them and
+// trade them among themselves, instead of all asking that node for the same file at once. Chunks
+// nobody holds yet come last, started files first, then in order (a seed reading the origin reads in
+// order), so workers do not all wait on chunks no peer has while others' chunks are there to take.
 type picker struct {
-	holders func(file int) int
+	holders func(t chunkTask) int
 
 	mu      sync.Mutex
 	order   []int               // files with tasks left, in listing order
@@ -21,7 +23,7 @@ type picker struct {
 	started map[int]bool        // files with a task taken and tasks left
 }
 
-func newPicker(tasks []chunkTask, holders func(file int) int) *picker {
+func newPicker(tasks []chunkTask, holders func(t chunkTask) int) *picker {
 	p := &picker{holders: holders, left: map[int][]chunkTask{}, started: map[int]bool{}}
 	for _, t := range tasks {
 		if _, ok := p.left[t.file]; !ok {
@@ -63,14 +65,16 @@ func (p *picker) take() (chunkTask, bool) {
 
 // choose is the file to take a task of (see picker); p.mu is held.
 func (p *picker) choose() int {
+	held := make(map[int]int, len(p.order))
 	for _, f := range p.order {
-		if p.started[f] {
+		held[f] = p.holders(p.left[f][0])
+		if p.started[f] && held[f] > 0 {
 			return f
 		}
 	}
-	best, fewest, ties := p.order[0], 0, 0
+	best, fewest, ties := -1, 0, 0
 	for _, f := range p.order {
-		n := p.holders(f)
+		n := held[f]
 		switch {
 		case n <= 0:
 			continue
@@ -83,5 +87,13 @@ func (p *picker) choose() int {
 			}
 		}
 	}
-	return best
+	if best >= 0 {
+		return best
+	}
+	for _, f := range p.order { // nobody holds anything left: a started file before a new one
+		if p.started[f] {
+			return f
+		}
+	}
+	return p.order[0]
 }

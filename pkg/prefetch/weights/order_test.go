@@ -27,13 +27,13 @@ func TestPickerOrder(t *testing.T) {
 		t.Errorf("without holders: files %v, want the listing's order %v", got, want)
 	}
 	held := map[int]int{0: 0, 1: 3, 2: 1, 3: 2} // file 0 held by nobody yet
-	if got, want := drain(newPicker(tasks(), func(f int) int { return held[f] })), []int{2, 2, 3, 3, 1, 1, 0, 0}; !slices.Equal(got, want) {
+	if got, want := drain(newPicker(tasks(), func(t chunkTask) int { return held[t.file] })), []int{2, 2, 3, 3, 1, 1, 0, 0}; !slices.Equal(got, want) {
 		t.Errorf("with holders %v: files %v, want rarest first, a started file finished first, nobody's last: %v", held, got, want)
 	}
 	// Ties go either way, never to a file nobody holds.
 	seen := map[int]bool{}
 	for range 64 {
-		p := newPicker(tasks(), func(f int) int { return map[int]int{0: 0, 1: 1, 2: 1, 3: 1}[f] })
+		p := newPicker(tasks(), func(t chunkTask) int { return map[int]int{0: 0, 1: 1, 2: 1, 3: 1}[t.file] })
 		tk, _ := p.take()
 		seen[tk.file] = true
 	}

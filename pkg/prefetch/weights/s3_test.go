@@ -1,7 +1,6 @@
 package weights_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sys/unix"
@@ -55,35 +53,7 @@ func s3Engine(t testing.TB, store objstore.Store, dataDir string, mut func(*weig
 // putMultipart uploads b as a multipart object with CRC32C part checksums (a composite checksum).
 func putMultipart(t testing.TB, c *s3.Client, bucket, key string, b []byte, partSize int) {
 	t.Helper()
-	putMultipartAs(t, c, bucket, key, b, partSize, types.ChecksumAlgorithmCrc32c, types.ChecksumTypeComposite)
-}
-
-// putMultipartAs uploads b as a multipart object with alg part checksums, combined by the store
-// into a checksum of type typ (COMPOSITE: a checksum of the parts' checksums; FULL_OBJECT: the CRC
-// of the whole object, as the AWS CLI and SDKs upload with CRC64NVME by default).
-func putMultipartAs(t testing.TB, c *s3.Client, bucket, key string, b []byte, partSize int, alg types.ChecksumAlgorithm, typ types.ChecksumType) {
-	t.Helper()
-	ctx := context.Background()
-	mp, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &bucket, Key: &key,
-		ChecksumAlgorithm: alg, ChecksumType: typ})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var parts []types.CompletedPart
-	for i, off := int32(1), 0; off < len(b); i, off = i+1, off+partSize {
-		end := min(off+partSize, len(b))
-		up, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &bucket, Key: &key, UploadId: mp.UploadId, PartNumber: aws.Int32(i),
-			Body: bytes.NewReader(b[off:end]), ChecksumAlgorithm: alg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, types.CompletedPart{ETag: up.ETag, PartNumber: aws.Int32(i),
-			ChecksumCRC32C: up.ChecksumCRC32C, ChecksumCRC32: up.ChecksumCRC32, ChecksumCRC64NVME: up.ChecksumCRC64NVME})
-	}
-	if _, err := c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &bucket, Key: &key, UploadId: mp.UploadId,
-		ChecksumType: typ, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
-		t.Fatal(err)
-	}
+	objstoretest.PutMultipart(t, c, bucket, key, b, partSize, types.ChecksumAlgorithmCrc32c, types.ChecksumTypeComposite)
 }
 
 func TestS3Verification(t *testing.T) {
@@ -125,7 +95,7 @@ func TestS3Verification(t *testing.T) {
 				// CRCs combined into the whole object's, verified from the streamed chunks.
 				for k, v := range m {
 					if k == big {
-						putMultipartAs(t, st.Client(), e.bucket, "m/"+k, v, 5<<20, types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject)
+						objstoretest.PutMultipart(t, st.Client(), e.bucket, "m/"+k, v, 5<<20, types.ChecksumAlgorithmCrc64nvme, types.ChecksumTypeFullObject)
 					} else if err := objstore.PutBytes(context.Background(), st, e.bucket, "m/"+k, v, objstore.PutOptions{ChecksumAlgorithm: "CRC64NVME"}); err != nil {
 						t.Fatal(err)
 					}

@@ -213,15 +213,24 @@ func (f *fetch) verifyFile(ctx context.Context, i int, manifest map[string]manif
 // part boundaries (checking each part's own checksum too when the store lists it). ok is false when the store does not give
 // the parts (the caller falls back to weaker checks).
 func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.Checksum) (bool, error) {
-	parts, err := f.src.Parts(ctx, sf.name)
+	var parts []objstore.Part
+	var err error
+	if sf.pieces != nil {
+		parts = sf.pieces.parts // asked for at the start (pieces.go)
+	} else {
+		parts, err = f.src.Parts(ctx, sf.name)
+	}
 	if err != nil || len(parts) == 0 {
 		f.e.opts.Log.Debug("composite checksum without part list; using weaker verification", "file", sf.obj.Key, "err", err)
 		return false, nil
 	}
 	var off int64
 	var sums [][]byte
-	for _, p := range parts {
-		got, err := hashFile(sf.fh, off, p.Size, cs.Algorithm)
+	for k, p := range parts {
+		got, err := sf.pieces.verifiedSum(k)
+		if got == nil && err == nil {
+			got, err = hashFile(sf.fh, off, p.Size, cs.Algorithm)
+		}
 		if err != nil {
 			return false, err
 		}

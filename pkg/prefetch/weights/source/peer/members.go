@@ -88,16 +88,16 @@ func (s *Source) discover(ctx context.Context) error {
 	return nil
 }
 
-// pick returns the live peer holding name with the fewest requests in flight (ties in turn), its
-// count raised; nil when every peer is dropped, busy or (partial) without name.
-func (s *Source) pick(name string) *member {
+// pick returns the live peer holding bytes [off, off+n) of name with the fewest requests in flight
+// (ties in turn), its count raised; nil when every peer is dropped, busy or (partial) without them.
+func (s *Source) pick(name string, off, n int64) *member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var best *member
 	now := time.Now().UnixNano()
 	for i := range s.peers {
 		m := s.peers[(s.next+i)%len(s.peers)]
-		if m.dead.Load() || m.busyUntil.Load() > now || (m.files != nil && !m.files[name]) {
+		if m.dead.Load() || m.busyUntil.Load() > now || !m.holds(name, off, n) {
 			continue
 		}
 		if best == nil || m.inflight.Load() < best.inflight.Load() {
@@ -109,6 +109,11 @@ func (s *Source) pick(name string) *member {
 		s.next++
 	}
 	return best
+}
+
+// holds reports whether m holds bytes [off, off+n) of name, as far as this fetch knows (under s.mu).
+func (m *member) holds(name string, off, n int64) bool {
+	return m.files == nil || m.files[name] || covers(m.pieces[name], off, n)
 }
 
 // servingElsewhere is how many peers other than m serve this fetch now: they sent it a whole range

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,10 +37,11 @@ var errNotHeld = errors.New("peer does not hold the file")
 
 // probed is one peer's served-files answer: whole (published there), files (verified so far), or err.
 type probed struct {
-	base  string
-	whole bool
-	files map[string]bool // nil with a 404
-	err   error
+	base   string
+	whole  bool
+	files  map[string]bool       // nil with a 404
+	pieces map[string][][2]int64 // partly verified files: their verified byte ranges
+	err    error
 }
 
 // probe asks the partial members and up to maxPartialProbe new candidates (Options.Partial) which
@@ -121,13 +123,13 @@ func (s *Source) record(answers []probed) bool {
 			if a.files == nil {
 				a.files = map[string]bool{}
 			}
-			grew = grew || len(a.files) > len(m.files)
-			m.files = a.files
-		case a.err != nil || (!a.whole && (len(a.files) == 0 || partial >= s.o.MaxPeers)):
+			grew = grew || len(a.files) > len(m.files) || spanBytes(a.pieces) > spanBytes(m.pieces)
+			m.files, m.pieces = a.files, a.pieces
+		case a.err != nil || (!a.whole && ((len(a.files) == 0 && len(a.pieces) == 0) || partial >= s.o.MaxPeers)):
 		default:
 			m = s.addMemberLocked(a.base)
 			if !a.whole {
-				m.files = a.files
+				m.files, m.pieces = a.files, a.pieces
 				partial++
 			}
 			joined = append(joined, m.host)
@@ -139,7 +141,7 @@ func (s *Source) record(answers []probed) bool {
 	}
 	holds := false
 	for _, m := range s.peers {
-		holds = holds || (!m.dead.Load() && len(m.files) > 0)
+		holds = holds || (!m.dead.Load() && (len(m.files) > 0 || len(m.pieces) > 0))
 	}
 	s.mu.Unlock()
 	if len(joined) > 0 {
@@ -206,13 +208,71 @@ func (s *Source) askFiles(ctx context.Context, base string) probed {
 	}
 	p.files = map[string]bool{}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, f := range wf.Files {
 		if _, ok := s.sizes[f]; ok {
 			p.files[f] = true
 		}
 	}
-	s.mu.Unlock()
+	bad := 0
+	for f, spans := range wf.Pieces {
+		size, ok := s.sizes[f]
+		switch {
+		case !ok || p.files[f]:
+		case !validSpans(spans, size):
+			bad++
+		default:
+			if p.pieces == nil {
+				p.pieces = map[string][][2]int64{}
+			}
+			p.pieces[f] = spans
+		}
+	}
+	if bad > 0 {
+		s.o.Log.Debug("peer listed verified parts that are not ranges of the origin's files; those files are not asked of it", "peer", base, "files", bad)
+	}
 	return p
+}
+
+// validSpans reports whether spans are byte ranges [start, end) of a file of size bytes: at most
+// peer.MaxPieceSpans, each non-empty, sorted and disjoint.
+func validSpans(spans [][2]int64, size int64) bool {
+	if len(spans) == 0 || len(spans) > peer.MaxPieceSpans {
+		return false
+	}
+	var end int64
+	for i, sp := range spans {
+		if sp[0] < 0 || sp[0] >= sp[1] || sp[1] > size || (i > 0 && sp[0] <= end) {
+			return false
+		}
+		end = sp[1]
+	}
+	return true
+}
+
+// covers reports whether spans (valid, sorted) hold all of [off, off+n).
+func covers(spans [][2]int64, off, n int64) bool {
+	i, _ := slices.BinarySearchFunc(spans, off, func(sp [2]int64, a int64) int {
+		switch {
+		case sp[1] <= a:
+			return -1
+		case sp[0] > a:
+			return 1
+		}
+		return 0
+	})
+	return i < len(spans) && spans[i][0] <= off && off+n <= spans[i][1]
+}
+
+// spanBytes is how many bytes pieces hold in all.
+func spanBytes(pieces map[string][][2]int64) int64 {
+	var n int64
+	for _, spans := range pieces {
+		for _, sp := range spans {
+			n += sp[1] - sp[0]
+		}
+	}
+	return n
 }
 
 // notHeld forgets name on partial member m, which answered 404 for it, and reports whether m is
@@ -224,5 +284,6 @@ func (s *Source) notHeld(m *member, name string) bool {
 		return false
 	}
 	delete(m.files, name)
+	delete(m.pieces, name)
 	return true
 }

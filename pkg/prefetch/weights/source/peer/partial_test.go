@@ -16,15 +16,16 @@ import (
 	"warmd.io/warmd/pkg/prefetch/weights"
 )
 
-// heldSource holds every GetRange of one file until open is closed.
+// heldSource holds every GetRange of one file that reaches past from until open is closed.
 type heldSource struct {
 	prefetch.Source
 	file string
+	from int64
 	open <-chan struct{}
 }
 
 func (h heldSource) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
-	if name.String() == h.file {
+	if name.String() == h.file && off+n > h.from {
 		select {
 		case <-h.open:
 		case <-ctx.Done():
@@ -34,13 +35,13 @@ func (h heldSource) GetRange(ctx context.Context, name fsroot.Path, off, n int64
 	return h.Source.GetRange(ctx, name, off, n, w)
 }
 
-func held(open weights.OpenSource, file string, ch <-chan struct{}) weights.OpenSource {
+func held(open weights.OpenSource, file string, from int64, ch <-chan struct{}) weights.OpenSource {
 	return func(ctx context.Context, m config.Model) (prefetch.Source, error) {
 		src, err := open(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		return heldSource{Source: src, file: file, open: ch}, nil
+		return heldSource{Source: src, file: file, from: from, open: ch}, nil
 	}
 }
 

@@ -151,6 +151,9 @@ type member struct {
 	// files, for a partial member (its download still in flight), are the files it verified, as of
 	// its last answer (under Source.mu); nil for a whole member, which serves every file.
 	files map[string]bool
+	// pieces, for a partial member, are the files it holds only parts of, with the verified byte
+	// ranges, as of its last answer (under Source.mu): a range inside one is asked of it.
+	pieces map[string][][2]int64
 }
 
 type rangeKey struct {
@@ -291,18 +294,19 @@ func (s *Source) partialKnown() bool {
 	return false
 }
 
-// Holders implements prefetch.Holders: the live peers that hold name now (a warm member holds every
-// file; a partial member the ones it listed at the last look).
-func (s *Source) Holders(name string) int {
+// Holders implements prefetch.Holders: the live peers that hold bytes [off, off+n) of name now (a
+// warm member holds every file; a partial member the files and verified parts it listed at the last
+// look).
+func (s *Source) Holders(name string, off, n int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	k := 0
 	for _, m := range s.peers {
-		if !m.dead.Load() && (m.files == nil || m.files[name]) {
-			n++
+		if !m.dead.Load() && m.holds(name, off, n) {
+			k++
 		}
 	}
-	return n
+	return k
 }
 
 // GetRange implements prefetch.Source: the range comes from the least busy live peer, continuing
@@ -357,7 +361,7 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
 	start := time.Now()
 	for {
-		for m := s.pick(name.String()); m != nil; m = s.pick(name.String()) {
+		for m := s.pick(name.String(), off, n); m != nil; m = s.pick(name.String(), off, n) {
 			got, err := s.fromPeer(ctx, m, name, off, n, w)
 			m.inflight.Add(-1)
 			if s.busy(m, err) || (errors.Is(err, errNotHeld) && s.notHeld(m, name.String())) {
@@ -379,7 +383,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 		}
 		// No peer holds the file at all (the others of the wave are behind this node): waiting frees
 		// no slot, so the seed reads it now; any other node waits for the seed, as ever.
-		if s.Holders(name.String()) == 0 && s.originOpen(ctx) {
+		if s.Holders(name.String(), off, n) == 0 && s.originOpen(ctx) {
 			return 0, nil, nil
 		}
 		if err := s.busyWait(ctx); err != nil {

@@ -40,6 +40,12 @@ func TestPeers(t *testing.T) {
 	t.Run("a peer warm during a fetch is used by it", func(t *testing.T) { warmDuringFetch(t, w.scenario("refresh")) })
 	t.Run("only the seed reads the origin while peers are busy", func(t *testing.T) { busyWaits(t, w.scenario("gate")) })
 	t.Run("a node still downloading serves the files it verified", func(t *testing.T) { partialPeer(t, w.scenario("partial")) })
+	t.Run("a node serves its verified parts", func(t *testing.T) {
+		partialParts(t, w.multipart(t, "pp", 3*partSize+1<<20+7), false)
+	})
+	t.Run("a wrong part is fetched again", func(t *testing.T) {
+		partialParts(t, w.multipart(t, "bp", 3*partSize+1<<20+7), true)
+	})
 }
 
 func from(t *testing.T, st prefetch.ModelStatus) prefetch.ByteSources {

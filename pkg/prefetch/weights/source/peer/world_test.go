@@ -43,7 +43,7 @@ const (
 // address (127.0.0.x) with the peer port every node shares, as Node InternalIPs would.
 type world struct {
 	kube   *kubeenv.Env
-	origin objstore.Store
+	origin *objstore.S3
 	bucket string
 	files  map[string][]byte
 	model  config.Model
@@ -57,6 +57,13 @@ type world struct {
 	// holdOpen is closed (a download that stops short of its last file for a while).
 	hold     string
 	holdOpen chan struct{}
+	// holdFrom, with hold, holds only the ranges that reach past this offset of the file (its
+	// first parts land, the rest waits).
+	holdFrom int64
+	// partSums, when set, fills in the part checksums the origin's part list leaves out (versitygw
+	// 1.8 answers GetObjectAttributes and HEAD ?partNumber=N without them; AWS S3 gives them),
+	// computed from the files' bytes with this part size.
+	partSums int
 }
 
 // scenario is w for one subtest: its own model name (so its own Node label) and Node names, the
@@ -135,8 +142,11 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	if w.originDelay > 0 {
 		open = delayed(open, w.originDelay)
 	}
+	if w.partSums > 0 {
+		open = withPartSums(open, w.files, w.partSums)
+	}
 	if w.hold != "" {
-		open = held(open, w.hold, w.holdOpen)
+		open = held(open, w.hold, w.holdFrom, w.holdOpen)
 	}
 	e, err := weights.New(weights.Options{DataDir: n.cfg.DataDir, ChunkSize: chunk, Concurrency: 4,
 		Open: peersrc.Wrap(open, w.kube.Client, n.cfg, n.metrics.Peers, nil)})
@@ -183,7 +193,13 @@ func (n *node) label(t *testing.T, w *world, value string) {
 func (n *node) serve(t *testing.T, w *world) *serve.Part {
 	t.Helper()
 	p, err := serve.NewPart(daemon.Deps{Config: n.cfg, Store: n.store, Metrics: n.metrics, Kube: w.kube.Client},
-		serve.PartOptions{Published: prefetch.PublishedIn(n.store), Staged: prefetch.StagedIn(n.store)})
+		serve.PartOptions{Published: prefetch.PublishedIn(n.store), Staged: prefetch.StagedIn(n.store), Pieces: func(model, rev string) map[string]serve.Pieces {
+			out := map[string]serve.Pieces{} // as pkg/assemble hands them over
+			for k, v := range prefetch.PiecesIn(n.store)(model, rev) {
+				out[k] = serve.Pieces(v)
+			}
+			return out
+		}})
 	if err != nil || p == nil {
 		t.Fatalf("peer part: %v", err)
 	}
