@@ -7,6 +7,9 @@
 # node alone checks the shaping (it must read at no more than 1.1x its link); then ROUNDS rounds
 # (default 2) time the fleet with and without peers, in rotated order (odd rounds without peers
 # first); the line gives the medians (test/fleet, TestFleetWarmsFromPeers with WARMD_FLEET_BENCH=1).
+# The shards are stored as multipart uploads of PART_MIB parts (default 8, the AWS CLI's
+# multipart_chunksize) with CRC32C part checksums, so nodes serve each part once it matches; PART_MIB=0
+# stores plain objects, served file by file (the runs before 2026-12-07 07:00).
 # Why it is fair: both arms move the same model over the same links to the same nodes, and what is
 # timed is what a user waits for, from the first process start to the last node's weights verified.
 # Without peers the origin's one link is shared by every node (the case peers exist for); the speedup
@@ -22,6 +25,7 @@ SHARDS=${SHARDS:-16}
 NODES=${NODES:-8}
 LINK_MIB=${LINK_MIB:-25}
 ROUNDS=${ROUNDS:-2}
+PART_MIB=${PART_MIB:-8}
 need_kb=$(((MODEL_BYTES * (2 * NODES + 2)) / 1024))
 avail=$(df -Pk "${TMPDIR:-/tmp}" | awk 'NR==2 {print $4}')
 if [ "$avail" -lt "$need_kb" ]; then
@@ -32,6 +36,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 WARMD_FLEET_BENCH=1 WARMD_FLEET_NODES=$NODES WARMD_FLEET_MODEL_BYTES=$MODEL_BYTES WARMD_FLEET_SHARDS=$SHARDS \
   WARMD_FLEET_LINK_RATE=$((LINK_MIB << 20)) WARMD_FLEET_ROUNDS=$ROUNDS \
+  WARMD_FLEET_PART_BYTES=$((PART_MIB << 20)) \
   go test -count=1 -timeout 120m -v -run TestFleetWarmsFromPeers ./test/fleet/ 2>&1 | grep -v '^[IW][0-9]' | tee "$out" >&2
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs" >&2
 grep '^fleet: ' "$out" | tail -1

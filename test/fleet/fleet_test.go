@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,6 +38,8 @@ import (
 	"warmd.io/warmd/internal/testenv/links"
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/nvml"
+	"warmd.io/warmd/pkg/objstore"
+	"warmd.io/warmd/pkg/objstore/objstoretest"
 	"warmd.io/warmd/pkg/prefetch"
 )
 
@@ -78,6 +81,10 @@ type worldOptions struct {
 	modelBytes int64
 	shards     int
 	linkRate   int64
+	// partBytes, when set, stores every shard larger than it as a multipart upload of parts of this
+	// size with CRC32C part checksums (as `aws s3 cp --checksum-algorithm CRC32C` does), so nodes
+	// serve each part as soon as it matches; 0: plain objects, served file by file.
+	partBytes int
 }
 
 func newWorld(t *testing.T, modelBytes int64) *world {
@@ -113,6 +120,14 @@ func newWorldWith(t *testing.T, o worldOptions) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Join(s3.Root, w.bucket)) })
+	if o.partBytes > 0 {
+		c := objstoretest.NewClient(t, s3, "", objstore.Options{})
+		for name, b := range m.Files {
+			if len(b) > o.partBytes {
+				objstoretest.PutMultipart(t, c.Client(), w.bucket, "m/"+name, b, o.partBytes, types.ChecksumAlgorithmCrc32c, types.ChecksumTypeComposite)
+			}
+		}
+	}
 	for _, b := range m.Files {
 		w.modelBytes += int64(len(b))
 	}
@@ -333,9 +348,9 @@ func TestFleetWarmsFromPeers(t *testing.T) {
 	nodes := int(envInt("WARMD_FLEET_NODES", 8))
 	rate := envInt("WARMD_FLEET_LINK_RATE", 64<<20)
 	w := newWorldWith(t, worldOptions{modelBytes: envInt("WARMD_FLEET_MODEL_BYTES", 64<<20),
-		shards: int(envInt("WARMD_FLEET_SHARDS", 4)), linkRate: rate})
-	t.Logf("model %d bytes in %d shards; every node, and the origin, on a link of %.1f MiB/s each way",
-		w.modelBytes, envInt("WARMD_FLEET_SHARDS", 4), float64(rate)/(1<<20))
+		shards: int(envInt("WARMD_FLEET_SHARDS", 4)), linkRate: rate, partBytes: int(envInt("WARMD_FLEET_PART_BYTES", 0))})
+	t.Logf("model %d bytes in %d shards (multipart parts of %d bytes; 0: none); every node, and the origin, on a link of %.1f MiB/s each way",
+		w.modelBytes, envInt("WARMD_FLEET_SHARDS", 4), envInt("WARMD_FLEET_PART_BYTES", 0), float64(rate)/(1<<20))
 	if bench {
 		// The shaping holds: one node alone reads the model at its link's rate, not faster.
 		alone := w.run("alone", 1, false, 30*time.Minute)
