@@ -7,9 +7,11 @@
 # node alone checks the shaping (it must read at no more than 1.1x its link); then ROUNDS rounds
 # (default 2) time the fleet with and without peers, in rotated order (odd rounds without peers
 # first); the line gives the medians (test/fleet, TestFleetWarmsFromPeers with WARMD_FLEET_BENCH=1).
-# The shards are stored as multipart uploads of PART_MIB parts (default 8, the AWS CLI's
-# multipart_chunksize) with CRC32C part checksums, so nodes serve each part once it matches; PART_MIB=0
-# stores plain objects, served file by file (the runs before 2026-12-07 07:00).
+# PART_MIB > 0 stores the shards as multipart uploads of PART_MIB parts (8 is the AWS CLI's
+# multipart_chunksize) with CRC32C part checksums, as on S3 where nodes serve each part once it
+# matches; but versitygw 1.8, the origin here, answers GetObjectAttributes and HEAD ?partNumber=N
+# without part checksums, so its parts cannot be checked one by one and the files stay file-level:
+# the default 0 stores plain objects (served file by file), which is what this origin can show.
 # Why it is fair: both arms move the same model over the same links to the same nodes, and what is
 # timed is what a user waits for, from the first process start to the last node's weights verified.
 # Without peers the origin's one link is shared by every node (the case peers exist for); the speedup
@@ -25,7 +27,7 @@ SHARDS=${SHARDS:-16}
 NODES=${NODES:-8}
 LINK_MIB=${LINK_MIB:-25}
 ROUNDS=${ROUNDS:-2}
-PART_MIB=${PART_MIB:-8}
+PART_MIB=${PART_MIB:-0}
 need_kb=$(((MODEL_BYTES * (2 * NODES + 2)) / 1024))
 avail=$(df -Pk "${TMPDIR:-/tmp}" | awk 'NR==2 {print $4}')
 if [ "$avail" -lt "$need_kb" ]; then
