@@ -11,6 +11,7 @@ package peer
 
 import (
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -126,3 +127,19 @@ const HeaderServing = "X-Warmd-Serving-Peers"
 // (HeaderServing): a serving slot outlives its last request by a second, and a fetch asks for its
 // next range within milliseconds while a peer serves it.
 const ServingWithin = 2 * time.Second
+
+// Covers reports whether spans (byte ranges [start, end), sorted and disjoint, as WeightFiles.Pieces
+// carries them) hold all of [off, end): what a server checks before it answers a range of a partly
+// verified file, and a downloader before it asks for one.
+func Covers(spans [][2]int64, off, end int64) bool {
+	i, _ := slices.BinarySearchFunc(spans, off, func(sp [2]int64, a int64) int {
+		switch {
+		case sp[1] <= a:
+			return -1
+		case sp[0] > a:
+			return 1
+		}
+		return 0
+	})
+	return i < len(spans) && spans[i][0] <= off && end <= spans[i][1]
+}

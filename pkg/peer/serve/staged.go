@@ -97,16 +97,7 @@ func insideSpans(header string, size int64, spans [][2]int64) bool {
 		if !ok || s.a > s.b {
 			return false
 		}
-		i, _ := slices.BinarySearchFunc(spans, s.a, func(sp [2]int64, a int64) int {
-			switch {
-			case sp[1] <= a:
-				return -1
-			case sp[0] > a:
-				return 1
-			}
-			return 0
-		})
-		if i >= len(spans) || spans[i][0] > s.a || s.b >= spans[i][1] {
+		if !peer.Covers(spans, s.a, s.b+1) {
 			return false
 		}
 	}

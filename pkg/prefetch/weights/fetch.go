@@ -417,9 +417,14 @@ func (f *fetch) headAll(ctx context.Context) error {
 // streamedSum combines the journaled chunk CRCs of file i; ok is false when any chunk lacks one
 // (fetched by an older warmd, or before the store reported the checksum).
 func (f *fetch) streamedSum(i int) (sum []byte, ok bool) {
-	sf := f.files[i]
+	return f.combinedSum(i, 0, f.files[i].obj.Size, f.files[i].streamAlg)
+}
+
+// combinedSum combines the journaled alg CRCs of the chunks of file i from byte a (a chunk boundary)
+// to b (one, or the file's end); ok is false when any chunk lacks one.
+func (f *fetch) combinedSum(i int, a, b int64, alg string) (sum []byte, ok bool) {
 	cs := f.e.opts.ChunkSize
-	for c := int64(0); c*cs < sf.obj.Size; c++ {
+	for c := a / cs; c*cs < b; c++ {
 		v, ok := f.j.chunkSum(i, int(c))
 		if !ok {
 			return nil, false
@@ -432,7 +437,7 @@ func (f *fetch) streamedSum(i int) (sum []byte, ok bool) {
 			sum = part
 			continue
 		}
-		if sum, err = objstore.CombineCRC(sf.streamAlg, sum, part, min(cs, sf.obj.Size-c*cs)); err != nil {
+		if sum, err = objstore.CombineCRC(alg, sum, part, min(cs, b-c*cs)); err != nil {
 			return nil, false
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -264,7 +263,7 @@ func (f *fetch) partMatches(i, k int) error {
 
 // combinedPartSum is part k's CRC from the journaled chunk CRCs, when the part starts and ends on
 // chunk boundaries and its chunks were summed with the part's algorithm; ok is false otherwise.
-func (f *fetch) combinedPartSum(i, k int) (sum []byte, ok bool) {
+func (f *fetch) combinedPartSum(i, k int) ([]byte, bool) {
 	sf := f.files[i]
 	p := sf.pieces
 	cs := f.e.opts.ChunkSize
@@ -272,24 +271,7 @@ func (f *fetch) combinedPartSum(i, k int) (sum []byte, ok bool) {
 	if sf.chunkAlg() != p.alg || a%cs != 0 || (b%cs != 0 && b != sf.obj.Size) {
 		return nil, false
 	}
-	for c := a / cs; c*cs < b; c++ {
-		v, ok := f.j.chunkSum(i, int(c))
-		if !ok {
-			return nil, false
-		}
-		part, err := hex.DecodeString(v)
-		if err != nil {
-			return nil, false
-		}
-		if sum == nil {
-			sum = part
-			continue
-		}
-		if sum, err = objstore.CombineCRC(p.alg, sum, part, min(cs, b-c*cs)); err != nil {
-			return nil, false
-		}
-	}
-	return sum, sum != nil
+	return f.combinedSum(i, a, b, p.alg)
 }
 
 // addPiece lists bytes [a, b) of file i as verified (ModelStatus.Pieces) unless the whole file is

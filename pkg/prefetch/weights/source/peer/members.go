@@ -113,7 +113,7 @@ func (s *Source) pick(name string, off, n int64) *member {
 
 // holds reports whether m holds bytes [off, off+n) of name, as far as this fetch knows (under s.mu).
 func (m *member) holds(name string, off, n int64) bool {
-	return m.files == nil || m.files[name] || covers(m.pieces[name], off, n)
+	return m.files == nil || m.files[name] || peer.Covers(m.pieces[name], off, off+n)
 }
 
 // servingElsewhere is how many peers other than m serve this fetch now: they sent it a whole range

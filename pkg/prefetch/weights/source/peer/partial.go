@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -248,20 +247,6 @@ func validSpans(spans [][2]int64, size int64) bool {
 		end = sp[1]
 	}
 	return true
-}
-
-// covers reports whether spans (valid, sorted) hold all of [off, off+n).
-func covers(spans [][2]int64, off, n int64) bool {
-	i, _ := slices.BinarySearchFunc(spans, off, func(sp [2]int64, a int64) int {
-		switch {
-		case sp[1] <= a:
-			return -1
-		case sp[0] > a:
-			return 1
-		}
-		return 0
-	})
-	return i < len(spans) && spans[i][0] <= off && off+n <= spans[i][1]
 }
 
 // spanBytes is how many bytes pieces hold in all.
