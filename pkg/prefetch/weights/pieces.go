@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/objstore"
 	"warmd.io/warmd/pkg/prefetch"
 )
@@ -225,7 +226,11 @@ func (f *fetch) checkPart(ctx context.Context, i, k int, refetch bool) error {
 			f.addPiece(i, a, b)
 			return nil
 		}
-		if !errors.Is(err, errMismatch) || !refetch || attempt >= f.e.opts.VerifyAttempts || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			p.set(k, partFailed)
+			return nil
+		}
+		if !errors.Is(err, errMismatch) || !refetch || attempt >= f.e.opts.VerifyAttempts {
 			f.e.opts.Log.Warn("part not verified; the file is checked whole", "model", f.m.Name, "file", sf.obj.Key, "part", p.parts[k].Number, "err", err)
 			p.set(k, partFailed)
 			return nil
@@ -256,7 +261,7 @@ func (f *fetch) partMatches(i, k int) error {
 		}
 	}
 	if objstore.Encode(got) != p.parts[k].Checksum {
-		return fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, the origin says %s", errMismatch, p.parts[k].Number, a, b-1, p.alg, objstore.Encode(got), strconv.Quote(p.parts[k].Checksum))
+		return fmt.Errorf("%w: part %d (bytes %d-%d) %s %s, the origin says %s", errMismatch, p.parts[k].Number, a, b-1, fsroot.Quote(p.alg), objstore.Encode(got), fsroot.Quote(p.parts[k].Checksum))
 	}
 	return nil
 }
