@@ -24,20 +24,26 @@ func (h *Handler) openStaged(name, rev string, fp fsroot.Path) (*os.File, int64,
 	}
 	rel, ok := h.opts.Staged(name, rev)[fp.String()]
 	if !ok {
-		return nil, 0, errors.New("file not verified here yet")
+		return nil, 0, errNoPieces
 	}
+	return h.openStaging(rel)
+}
+
+// openStaging opens the staging file at rel (a path under Root the engine named); published (moved
+// into blobs/), cleaned meanwhile, or not a regular file: not verified here.
+func (h *Handler) openStaging(rel string) (*os.File, int64, error) {
 	p, err := fsroot.ParsePath(rel) // the engine's own text; checked all the same
 	if err != nil {
-		return nil, 0, errors.New("file not verified here yet")
+		return nil, 0, errNoPieces
 	}
 	fh, err := h.opts.Root.Open(p)
-	if err != nil { // published (moved into blobs/) or cleaned meanwhile
-		return nil, 0, errors.New("file not verified here yet")
+	if err != nil {
+		return nil, 0, errNoPieces
 	}
 	fi, err := fh.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		fh.Close()
-		return nil, 0, errors.New("file not verified here yet")
+		return nil, 0, errNoPieces
 	}
 	return fh, fi.Size(), nil
 }
@@ -50,35 +56,29 @@ type Pieces struct {
 	Spans [][2]int64
 }
 
-// errNoPieces: no part of the file is verified here.
+// errNoPieces: neither the file nor any part of it is verified here.
 var errNoPieces = errors.New("file not verified here yet")
 
 // openPieces opens file fp of a download in flight of model at revision rev when every range r asks
 // for lies inside the file's verified parts; a request without a Range, or with one reaching past
 // them, is refused (404): the rest of the file is not verified here yet.
 func (h *Handler) openPieces(name, rev string, fp fsroot.Path, r *http.Request) (*os.File, int64, error) {
-	notYet := errNoPieces
 	if h.opts.Pieces == nil {
-		return nil, 0, notYet
+		return nil, 0, errNoPieces
 	}
 	pc, ok := h.opts.Pieces(name, rev)[fp.String()]
 	if !ok {
-		return nil, 0, notYet
+		return nil, 0, errNoPieces
 	}
-	p, err := fsroot.ParsePath(pc.Path)
+	fh, size, err := h.openStaging(pc.Path)
 	if err != nil {
-		return nil, 0, notYet
+		return nil, 0, err
 	}
-	fh, err := h.opts.Root.Open(p)
-	if err != nil {
-		return nil, 0, notYet
-	}
-	fi, err := fh.Stat()
-	if err != nil || !fi.Mode().IsRegular() || !insideSpans(r.Header.Get("Range"), fi.Size(), pc.Spans) {
+	if !insideSpans(r.Header.Get("Range"), size, pc.Spans) {
 		fh.Close()
 		return nil, 0, errors.New("the range asked for is not verified here yet")
 	}
-	return fh, fi.Size(), nil
+	return fh, size, nil
 }
 
 // insideSpans reports whether every range of a Range header lies inside one of spans ([start, end))

@@ -105,22 +105,23 @@ func (p *pieceSet) set(k int, s uint8) {
 }
 
 // verifiedSum returns part k's checksum, decoded, when the part was verified as it landed (its
-// bytes matched it then): the composite check needs no read-back of it. nil without pieces.
-func (p *pieceSet) verifiedSum(k int) ([]byte, error) {
+// bytes matched it then): the composite check needs no read-back of it. nil without pieces, or
+// when the part must be read back.
+func (p *pieceSet) verifiedSum(k int) []byte {
 	if p == nil {
-		return nil, nil
+		return nil
 	}
 	p.mu.Lock()
 	ok := k < len(p.state) && p.state[k] == partVerified
 	p.mu.Unlock()
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	sum, err := base64.StdEncoding.DecodeString(p.parts[k].Checksum)
 	if err != nil {
-		return nil, nil // read back instead
+		return nil
 	}
-	return sum, nil
+	return sum
 }
 
 // multipartETag reports whether an ETag is a multipart upload's ("<md5>-<parts>", parts ≥ 2).

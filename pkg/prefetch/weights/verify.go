@@ -227,12 +227,11 @@ func (f *fetch) verifyComposite(ctx context.Context, sf stagedFile, cs objstore.
 	var off int64
 	var sums [][]byte
 	for k, p := range parts {
-		got, err := sf.pieces.verifiedSum(k)
-		if got == nil && err == nil {
-			got, err = hashFile(sf.fh, off, p.Size, cs.Algorithm)
-		}
-		if err != nil {
-			return false, err
+		got := sf.pieces.verifiedSum(k)
+		if got == nil {
+			if got, err = hashFile(sf.fh, off, p.Size, cs.Algorithm); err != nil {
+				return false, err
+			}
 		}
 		// Part checksums, when the store gives them, name the bad part; the composite below is
 		// checked either way (it needs only the part boundaries).

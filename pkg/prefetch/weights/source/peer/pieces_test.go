@@ -49,7 +49,7 @@ func (w *world) multipart(t *testing.T, name string, size int) *world {
 	}
 	objstoretest.PutMultipart(t, w.origin.Client(), w.bucket, prefix+"big.bin", big, partSize, types.ChecksumAlgorithmCrc32c, types.ChecksumTypeComposite)
 	c.model.Source = "s3://" + w.bucket + "/" + prefix
-	c.partSums = partSize
+	c.partSums = true
 	return c
 }
 
@@ -58,7 +58,6 @@ func (w *world) multipart(t *testing.T, name string, size int) *world {
 type partSummed struct {
 	prefetch.Source
 	files map[string][]byte
-	size  int
 }
 
 func (p partSummed) Parts(ctx context.Context, name fsroot.Path) ([]objstore.Part, error) {
@@ -78,13 +77,13 @@ func (p partSummed) Parts(ctx context.Context, name fsroot.Path) ([]objstore.Par
 	return out, nil
 }
 
-func withPartSums(open weights.OpenSource, files map[string][]byte, size int) weights.OpenSource {
+func withPartSums(open weights.OpenSource, files map[string][]byte) weights.OpenSource {
 	return func(ctx context.Context, m config.Model) (prefetch.Source, error) {
 		src, err := open(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		return partSummed{Source: src, files: files, size: size}, nil
+		return partSummed{Source: src, files: files}, nil
 	}
 }
 

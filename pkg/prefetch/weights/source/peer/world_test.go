@@ -62,8 +62,8 @@ type world struct {
 	holdFrom int64
 	// partSums, when set, fills in the part checksums the origin's part list leaves out (versitygw
 	// 1.8 answers GetObjectAttributes and HEAD ?partNumber=N without them; AWS S3 gives them),
-	// computed from the files' bytes with this part size.
-	partSums int
+	// computed from the files' bytes.
+	partSums bool
 }
 
 // scenario is w for one subtest: its own model name (so its own Node label) and Node names, the
@@ -142,8 +142,8 @@ func (w *world) node(t *testing.T, i int, mut func(*config.NodeConfig)) *node {
 	if w.originDelay > 0 {
 		open = delayed(open, w.originDelay)
 	}
-	if w.partSums > 0 {
-		open = withPartSums(open, w.files, w.partSums)
+	if w.partSums {
+		open = withPartSums(open, w.files)
 	}
 	if w.hold != "" {
 		open = held(open, w.hold, w.holdFrom, w.holdOpen)
