@@ -6,6 +6,8 @@ package objstore
 //   - a listing holds at most maxKeys keys over at most maxPages pages, each page body at most
 //     maxPageBytes; a continuation token seen before, or a full page of keys all listed before, is
 //     a loop and fails the listing at once;
+//   - a part list (Parts) holds at most MaxParts parts numbered upwards, over pages of at most
+//     maxPageBytes whose marker moves on, each checksum at most maxChecksumLen bytes;
 //   - a ranged GET must answer the range asked (Content-Range, Content-Length), unencoded, and its
 //     body may not go on past the range;
 //   - every request stalls out (bounded.Client, s3.stallTimeout) and error bodies are read to 4 KiB;

@@ -181,3 +181,89 @@ func TestStallTimeoutFires(t *testing.T) {
 		t.Errorf("two tries of a 1s stall took %s", took)
 	}
 }
+
+// attributes writes a GetObjectAttributes answer listing parts first..first+n-1, truncated with
+// marker next when next is not empty.
+func attributes(w http.ResponseWriter, first, n int, next string) {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><GetObjectAttributesResponse xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><ObjectParts>`)
+	for i := first; i < first+n; i++ {
+		fmt.Fprintf(&b, "<Part><PartNumber>%d</PartNumber><Size>5242880</Size><ChecksumCRC32C>AAAAAA==</ChecksumCRC32C></Part>", i)
+	}
+	if next != "" {
+		fmt.Fprintf(&b, "<IsTruncated>true</IsTruncated><NextPartNumberMarker>%s</NextPartNumberMarker>", next)
+	}
+	b.WriteString("</ObjectParts></GetObjectAttributesResponse>")
+	w.Header().Set("Content-Type", "application/xml")
+	w.Write([]byte(b.String()))
+}
+
+func TestPartListsBounded(t *testing.T) {
+	for name, tc := range map[string]struct {
+		h       func(req int, w http.ResponseWriter, r *http.Request)
+		want    string
+		maxReqs int64
+	}{
+		"endless pages of new parts": {func(req int, w http.ResponseWriter, r *http.Request) {
+			attributes(w, (req-1)*1000+1, 1000, fmt.Sprint(req*1000))
+		}, "more than 10000 parts", 12},
+		"a marker that does not move": {func(req int, w http.ResponseWriter, r *http.Request) {
+			attributes(w, 1, 3, "3")
+		}, "out of order", 3},
+		"an empty truncated page": {func(req int, w http.ResponseWriter, r *http.Request) {
+			if req == 1 {
+				attributes(w, 1, 2, "2")
+				return
+			}
+			attributes(w, 0, 0, fmt.Sprint(req))
+		}, "loops", 3},
+		"a checksum of a megabyte": {func(req int, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/xml")
+			fmt.Fprintf(w, `<GetObjectAttributesResponse><ObjectParts><Part><PartNumber>1</PartNumber><Size>1</Size><ChecksumSHA256>%s</ChecksumSHA256></Part></ObjectParts></GetObjectAttributesResponse>`, strings.Repeat("A", 1<<20))
+		}, "longer than any S3 checksum", 1},
+		"HEAD counting 2^31-1 parts": {func(req int, w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				attributes(w, 0, 0, "") // no part list: the client falls back to HEAD ?partNumber=N
+				return
+			}
+			w.Header().Set("x-amz-mp-parts-count", "2147483647")
+			w.Header().Set("Content-Length", "5242880")
+		}, "over S3's limit", 2},
+		"HEAD whose count changes": {func(req int, w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				attributes(w, 0, 0, "")
+				return
+			}
+			w.Header().Set("x-amz-mp-parts-count", fmt.Sprint(2+req))
+			w.Header().Set("Content-Length", "5242880")
+		}, "the object changed", 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var reqs atomic.Int64
+			c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+				tc.h(int(reqs.Add(1)), w, r)
+			}, config.S3{})
+			parts, err := c.Parts(context.Background(), "b", "m/model.safetensors")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parts = %d parts, %v; want an error saying %q", len(parts), err, tc.want)
+			}
+			if n := reqs.Load(); n > tc.maxReqs {
+				t.Errorf("%d requests before the answer was refused, want at most %d", n, tc.maxReqs)
+			}
+		})
+	}
+}
+
+func TestPartListsOfAGoodStoreRead(t *testing.T) {
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("x-amz-part-number-marker") == "" {
+			attributes(w, 1, 1000, "1000")
+			return
+		}
+		attributes(w, 1001, 500, "")
+	}, config.S3{})
+	parts, err := c.Parts(context.Background(), "b", "m/model.safetensors")
+	if err != nil || len(parts) != 1500 || parts[1499].Number != 1500 || parts[0].Checksum != "AAAAAA==" {
+		t.Fatalf("Parts = %d parts, %v; want 1,500 numbered 1..1500 with their checksums", len(parts), err)
+	}
+}

@@ -58,7 +58,13 @@ type Checksum struct {
 	Composite bool
 }
 
+// MaxParts is S3's own limit on the parts of one multipart upload: a part list longer than this is
+// outside input that is not one, and is refused.
+const MaxParts = 10_000
+
 // Part is one part of a multipart object.
+//
+// A store's part list holds at most MaxParts parts (S3's own limit); a longer one is refused.
 type Part struct {
 	Number   int
 	Size     int64

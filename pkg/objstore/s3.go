@@ -371,15 +371,18 @@ func (c *S3) Put(ctx context.Context, bucket, key string, body io.ReadSeeker, si
 	return nil
 }
 
-// Parts implements Store through GetObjectAttributes.
+// Parts implements Store through GetObjectAttributes. The answer is bounded (bounds.go): at most
+// MaxParts parts, numbered upwards, over pages whose marker moves on, each page body at most
+// maxPageBytes; anything else fails with ErrListing before more is read.
 func (c *S3) Parts(ctx context.Context, bucket, key string) ([]Part, error) {
 	var parts []Part
 	var marker *string
+	pctx := bounded.WithBodyLimit(ctx, maxPageBytes)
 	for {
 		var out *s3.GetObjectAttributesOutput
 		err := c.retry(ctx, "attributes", func(int) error {
 			var err error
-			out, err = c.client.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{
+			out, err = c.client.GetObjectAttributes(pctx, &s3.GetObjectAttributesInput{
 				Bucket: &bucket, Key: &key, PartNumberMarker: marker, MaxParts: aws.Int32(1000),
 				ObjectAttributes: []types.ObjectAttributes{types.ObjectAttributesObjectParts, types.ObjectAttributesChecksum},
 			})
@@ -395,18 +398,31 @@ func (c *S3) Parts(ctx context.Context, bucket, key string) ([]Part, error) {
 			return c.partsByHead(ctx, bucket, key)
 		}
 		for _, p := range op.Parts {
-			v := aws.ToString(p.ChecksumCRC64NVME) + aws.ToString(p.ChecksumCRC32C) + aws.ToString(p.ChecksumCRC32) + aws.ToString(p.ChecksumSHA256) + aws.ToString(p.ChecksumSHA1)
-			parts = append(parts, Part{Number: int(aws.ToInt32(p.PartNumber)), Size: aws.ToInt64(p.Size), Checksum: v})
+			n := int(aws.ToInt32(p.PartNumber))
+			sum, err := partChecksum(p.ChecksumCRC64NVME, p.ChecksumCRC32C, p.ChecksumCRC32, p.ChecksumSHA256, p.ChecksumSHA1)
+			if err == nil {
+				err = nextPart(parts, n)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("object parts of s3://%s/%s: %w", bucket, key, err)
+			}
+			parts = append(parts, Part{Number: n, Size: aws.ToInt64(p.Size), Checksum: sum})
 		}
 		if !aws.ToBool(op.IsTruncated) || op.NextPartNumberMarker == nil {
 			return parts, nil
+		}
+		if len(op.Parts) == 0 || aws.ToString(op.NextPartNumberMarker) == aws.ToString(marker) {
+			return nil, fmt.Errorf("object parts of s3://%s/%s: %w: the part list loops (a truncated page whose marker does not move on)", bucket, key, ErrListing)
 		}
 		marker = op.NextPartNumberMarker
 	}
 }
 
+// partsByHead reads the parts one HEAD ?partNumber=N at a time, after checking the count the
+// first HEAD gives against MaxParts; a count that changes between HEADs means the object changed.
 func (c *S3) partsByHead(ctx context.Context, bucket, key string) ([]Part, error) {
 	var parts []Part
+	var count int32
 	for n := int32(1); ; n++ {
 		var h *s3.HeadObjectOutput
 		err := c.retry(ctx, "head", func(int) error {
@@ -417,16 +433,52 @@ func (c *S3) partsByHead(ctx context.Context, bucket, key string) ([]Part, error
 		if err != nil {
 			return nil, fmt.Errorf("head part %d of s3://%s/%s: %w", n, bucket, key, err)
 		}
-		count := aws.ToInt32(h.PartsCount)
-		if count <= 1 {
+		got := aws.ToInt32(h.PartsCount)
+		switch {
+		case n == 1 && got <= 1:
 			return nil, nil // single-part object
+		case n == 1 && got > MaxParts:
+			return nil, fmt.Errorf("head part 1 of s3://%s/%s: %w: the store counts %d parts, over S3's limit of %d", bucket, key, ErrListing, got, MaxParts)
+		case n == 1:
+			count = got
+		case got != count:
+			return nil, fmt.Errorf("head part %d of s3://%s/%s: the part count changed from %d to %d while the parts were read: the object changed; read it again", n, bucket, key, count, got)
 		}
-		v := aws.ToString(h.ChecksumCRC64NVME) + aws.ToString(h.ChecksumCRC32C) + aws.ToString(h.ChecksumCRC32) + aws.ToString(h.ChecksumSHA256) + aws.ToString(h.ChecksumSHA1)
-		parts = append(parts, Part{Number: int(n), Size: aws.ToInt64(h.ContentLength), Checksum: v})
+		sum, err := partChecksum(h.ChecksumCRC64NVME, h.ChecksumCRC32C, h.ChecksumCRC32, h.ChecksumSHA256, h.ChecksumSHA1)
+		if err != nil {
+			return nil, fmt.Errorf("head part %d of s3://%s/%s: %w", n, bucket, key, err)
+		}
+		parts = append(parts, Part{Number: int(n), Size: aws.ToInt64(h.ContentLength), Checksum: sum})
 		if n >= count {
 			return parts, nil
 		}
 	}
+}
+
+// nextPart checks that part n may follow parts: numbered upwards, and at most MaxParts of them.
+func nextPart(parts []Part, n int) error {
+	if len(parts) >= MaxParts {
+		return fmt.Errorf("%w: the store lists more than %d parts, S3's limit", ErrListing, MaxParts)
+	}
+	if n < 1 || n > MaxParts || (len(parts) > 0 && n <= parts[len(parts)-1].Number) {
+		return fmt.Errorf("%w: part number %d out of order or outside 1..%d", ErrListing, n, MaxParts)
+	}
+	return nil
+}
+
+// maxChecksumLen bounds a part's checksum text: S3's longest, SHA-256 in base64, is 44 bytes.
+const maxChecksumLen = 64
+
+// partChecksum is the one checksum a part carries (S3 gives one algorithm per object).
+func partChecksum(sums ...*string) (string, error) {
+	var v string
+	for _, s := range sums {
+		v += aws.ToString(s)
+	}
+	if len(v) > maxChecksumLen {
+		return "", fmt.Errorf("%w: a part checksum of %d bytes, longer than any S3 checksum", ErrListing, len(v))
+	}
+	return v, nil
 }
 
 func trimETag(s string) string { return strings.Trim(s, `"`) }

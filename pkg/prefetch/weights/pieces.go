@@ -31,10 +31,6 @@ import (
 // under a final path, until the whole file is verified too. Files without part checksums stay
 // file-level.
 
-// maxPieceParts bounds the parts one file's pieces may have (S3's own limit on a multipart upload):
-// a part list past it is outside input that is not one.
-const maxPieceParts = 10_000
-
 // Part states.
 const (
 	partPending uint8 = iota
@@ -56,7 +52,7 @@ type pieceSet struct {
 // verification only) when it is not a usable list: no parts, too many, a part without a checksum,
 // numbers out of order, or sizes that do not add up to the file's.
 func newPieceSet(parts []objstore.Part, alg string, size int64) *pieceSet {
-	if len(parts) < 2 || len(parts) > maxPieceParts {
+	if len(parts) < 2 || len(parts) > objstore.MaxParts {
 		return nil
 	}
 	if _, err := objstore.NewHash(alg); err != nil {
@@ -128,7 +124,7 @@ func (p *pieceSet) verifiedSum(k int) []byte {
 func multipartETag(etag string) bool {
 	_, n, ok := strings.Cut(etag, "-")
 	k, err := strconv.Atoi(n)
-	return ok && err == nil && k >= 2 && k <= maxPieceParts
+	return ok && err == nil && k >= 2 && k <= objstore.MaxParts
 }
 
 // loadPieces asks the origin for file sf's parts when pieces can help (the source is one peers
