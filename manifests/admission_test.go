@@ -19,6 +19,7 @@ import (
 
 	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 )
@@ -29,14 +30,15 @@ const (
 )
 
 // tokenClient returns a client authenticated as warmd's ServiceAccount with a token from the
-// TokenRequest API, bound to pod when pod is not nil (as the kubelet's projected token is).
-func tokenClient(t *testing.T, env *kubeenv.Env, pod *corev1.Pod) kubernetes.Interface {
+// TokenRequest API, bound to pod when pod is not nil (as the kubelet's projected token is): client-go's
+// whole clientset, and warmd's own (pkg/kube) with the same token.
+func tokenClient(t *testing.T, env *kubeenv.Env, pod *corev1.Pod) (kubernetes.Interface, kube.Interface) {
 	t.Helper()
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if pod != nil {
 		tr.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tok, err := env.Client.CoreV1().ServiceAccounts("warmd").CreateToken(context.Background(), "warmd", tr, metav1.CreateOptions{})
+	tok, err := env.Clientset.CoreV1().ServiceAccounts("warmd").CreateToken(context.Background(), "warmd", tr, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("TokenRequest: %v", err)
 	}
@@ -47,7 +49,11 @@ func tokenClient(t *testing.T, env *kubeenv.Env, pod *corev1.Pod) kubernetes.Int
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs
+	kc, err := kube.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, kc
 }
 
 // TestAdmissionPolicy proves on a real API server (RBAC + ValidatingAdmissionPolicy, as in a
@@ -83,7 +89,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := tokenClient(t, env, pod)
+	cs, warmdClient := tokenClient(t, env, pod)
 
 	// What the API server makes of the token: ServiceAccountTokenPodNodeInfo puts the node in extra.
 	ssr, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
@@ -128,13 +134,13 @@ func TestAdmissionPolicy(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the admission policy never took effect")
 		}
-		if err := merge(env.Client, nodeB, map[string]any{"metadata": map[string]any{"labels": map[string]any{"warmd.io/warm": nil}}}); err != nil {
+		if err := merge(env.Clientset, nodeB, map[string]any{"metadata": map[string]any{"labels": map[string]any{"warmd.io/warm": nil}}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	noNode := tokenClient(t, env, nil)
+	noNode, _ := tokenClient(t, env, nil)
 	tests := []struct {
 		name  string
 		do    func() error
@@ -200,7 +206,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	}
 
 	// The real writer, with the same token, does all its work within the policy.
-	w := readiness.NewWriter(readiness.WriterOptions{NodeName: nodeA, Client: cs, StartupTaint: true})
+	w := readiness.NewWriter(readiness.WriterOptions{NodeName: nodeA, Client: warmdClient, StartupTaint: true})
 	cold := readiness.ModelInput{Name: "Qwen/Qwen2.5-7B-Instruct", Wants: true, Weights: readiness.WeightsFacts{Revision: "main"}}
 	warm := cold
 	warm.Weights.VerifiedRevision = "main"

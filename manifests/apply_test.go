@@ -32,7 +32,7 @@ func newApplier(t *testing.T, env *kubeenv.Env) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))}
+	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Clientset.Discovery()))}
 }
 
 func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) error {

@@ -48,7 +48,7 @@ func TestChartSeedLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := tokenClient(t, env, pod)
+	_, cs := tokenClient(t, env, pod)
 	leases := cs.CoordinationV1().Leases("warmd")
 
 	// A new policy takes effect once the API server's policy informer has it: wait for a refusal.

@@ -14,7 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/kube"
 )
 
 // IP is the loopback address of node i (1..9) of a test world.
@@ -48,7 +49,7 @@ func FreePort(t testing.TB) string {
 }
 
 // CreateNode creates the Node name with InternalIP ip and labels, as the kubelet and readiness would.
-func CreateNode(t testing.TB, c kubernetes.Interface, name, ip string, labels map[string]string) {
+func CreateNode(t testing.TB, c kube.Interface, name, ip string, labels map[string]string) {
 	t.Helper()
 	_, err := c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}, metav1.CreateOptions{})

@@ -123,7 +123,7 @@ func TestSmokeAPIServer(t *testing.T) {
 	env := kubeenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := env.Client.Discovery().ServerVersion()
+	v, err := env.Clientset.Discovery().ServerVersion()
 	if err != nil {
 		t.Fatalf("server version: %v", err)
 	}

@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -36,6 +35,7 @@ import (
 	"warmd.io/warmd/internal/manifesttest"
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 )
 
@@ -272,7 +272,7 @@ func applyAll(t *testing.T) *kubeenv.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Client.Discovery()))
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(env.Clientset.Discovery()))
 	for _, d := range loadAll(t) {
 		gvk := d.Obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -298,7 +298,7 @@ func TestApplyAndRBAC(t *testing.T) {
 	ctx := context.Background()
 	can := func(sa, verb, group, resource, ns, name string) bool {
 		t.Helper()
-		r, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		r, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:               "system:serviceaccount:warmd:" + sa,
 			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:warmd", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: ns, Name: name},
@@ -330,7 +330,7 @@ func TestApplyAndRBAC(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:warmd:warmd-extender",
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:warmd", "system:authenticated"}}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

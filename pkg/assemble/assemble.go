@@ -12,18 +12,17 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/client-go/kubernetes"
-
 	"warmd.io/warmd/pkg/cache"
 	"warmd.io/warmd/pkg/compilekey/check"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/nvml"
 	"warmd.io/warmd/pkg/nvml/gonvml"
 	"warmd.io/warmd/pkg/peer/serve"
 	"warmd.io/warmd/pkg/phases/follow"
-	"warmd.io/warmd/pkg/phases/follow/kube"
+	followkube "warmd.io/warmd/pkg/phases/follow/kube"
 	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/prefetch"
 	"warmd.io/warmd/pkg/prefetch/images"
@@ -103,7 +102,7 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 	// 6. Startup phases from pod logs; with an API server also each container's image and pull.
 	po := follow.PartOptions{SKU: sku, Models: models}
 	if d.Kube != nil {
-		po.Container = (&kube.Source{Client: d.Kube}).Lookup
+		po.Container = (&followkube.Source{Client: d.Kube}).Lookup
 	}
 	ph, err := follow.NewPart(d, po)
 	if err != nil {
@@ -141,12 +140,12 @@ func Parts(d daemon.Deps) (daemon.Assembly, error) {
 
 // KubeClient builds the one API client from readiness.kubeconfig (in-cluster config when empty):
 // `warmd run`'s, and `warmd prefetch images`' when it asks warm peers for layers.
-func KubeClient(kubeconfig string) (kubernetes.Interface, error) {
+func KubeClient(kubeconfig string) (kube.Interface, error) {
 	rc, err := readiness.RESTConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kube.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}

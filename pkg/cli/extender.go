@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/extender"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/metrics"
 )
@@ -93,7 +93,7 @@ func runExtender(ctx context.Context, s IOStreams, o extenderOptions) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kube.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}

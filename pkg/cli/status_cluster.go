@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/kubeconfig"
 	"warmd.io/warmd/pkg/status"
 )
@@ -36,7 +36,7 @@ func runStatusCluster(ctx context.Context, s IOStreams, output string, o cluster
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kube.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}

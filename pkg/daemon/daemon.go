@@ -21,12 +21,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/api"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon/daemonstatus"
 	"warmd.io/warmd/pkg/datadir"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 	"warmd.io/warmd/pkg/version"
@@ -56,7 +56,7 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 	// Kube is the one API client; nil with readiness.disabled.
-	Kube kubernetes.Interface
+	Kube kube.Interface
 	// Node is this node's view of its Node object (pkg/nodewatch; nodewatch.Off without an API
 	// server).
 	Node NodeView

@@ -21,9 +21,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/metrics"
@@ -33,17 +30,12 @@ import (
 )
 
 // TestBenchExtender is `make bench-extender` (scripts/bench/extender.sh): it creates
-// WARMD_BENCH_NODES Nodes (default 5,000) in the real API server (WARMD_BENCH_SOURCE=apiserver, the
-// default) or loads them into client-go's fake clientset (=list), lets the extender's informer list
+// WARMD_BENCH_NODES Nodes (default 5,000) in the real API server, lets the extender's informer list
 // them, then sends WARMD_BENCH_REQUESTS (default 10,000) nodeCacheCapable /prioritize requests naming
 // every Node over loopback HTTP, one at a time, and prints the latency percentiles. It reports; it
 // asserts no timing. The bench build tag keeps it out of `make test`: only the script builds it.
 func TestBenchExtender(t *testing.T) {
 	nNodes, nReq := envInt(t, "WARMD_BENCH_NODES", 5000), envInt(t, "WARMD_BENCH_REQUESTS", 10000)
-	source := os.Getenv("WARMD_BENCH_SOURCE")
-	if source == "" {
-		source = "apiserver"
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -67,33 +59,22 @@ func TestBenchExtender(t *testing.T) {
 		n.Annotations[nodelabels.AnnotationPredicted] = ann
 		nodes[i] = n
 	}
-	var cs kubernetes.Interface
-	switch source {
-	case "apiserver": // Nodes created in a real kube-apiserver; the informer lists and watches it
-		env := kubeenv.Start(t)
-		start := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(32)
-		for _, n := range nodes {
-			g.Go(func() error {
-				_, err := env.Client.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{})
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			t.Fatalf("create nodes: %v", err)
-		}
-		t.Logf("created %d Nodes in the API server in %v", nNodes, time.Since(start).Round(time.Millisecond))
-		cs = env.Client
-	case "list": // the generated list loaded into client-go's fake clientset; the same informer lists it
-		objs := make([]runtime.Object, len(nodes))
-		for i, n := range nodes {
-			objs[i] = n
-		}
-		cs = fake.NewClientset(objs...)
-	default:
-		t.Fatalf("WARMD_BENCH_SOURCE=%q: use apiserver or list", source)
+	// The Nodes are created in a real kube-apiserver; the informer lists and watches it.
+	env := kubeenv.Start(t)
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, n := range nodes {
+		g.Go(func() error {
+			_, err := env.Client.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{})
+			return err
+		})
 	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("create nodes: %v", err)
+	}
+	t.Logf("created %d Nodes in the API server in %v", nNodes, time.Since(start).Round(time.Millisecond))
+	cs := env.Client
 
 	ix := NewIndex()
 	x := New(Config{FilterFailed: true}, ix, metrics.NewExtender(prometheus.NewRegistry(), ix, nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -130,8 +111,8 @@ func TestBenchExtender(t *testing.T) {
 	cpu := cpuTime(t) - cpu0
 	slices.Sort(lat)
 	ms := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))]) / 1e6 }
-	t.Logf("source %s; request body %d bytes; %d requests; CPU (client + extender, this process) %.2f ms per request",
-		source, len(body), nReq, float64(cpu)/float64(nReq)/1e6)
+	t.Logf("request body %d bytes; %d requests; CPU (client + extender, this process) %.2f ms per request",
+		len(body), nReq, float64(cpu)/float64(nReq)/1e6)
 	fmt.Printf("extender: p50 %.2f ms, p99 %.2f ms over %d nodes\n", ms(0.50), ms(0.99), nNodes)
 }
 

@@ -20,16 +20,16 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
@@ -84,9 +84,8 @@ func New(cfg Config, index *Index, m *metrics.Extender, log *slog.Logger) *Exten
 // Run keeps the Index current from a Node informer until ctx ends. Only labels, annotations, the
 // resource version, spec.unschedulable and the Ready status are kept (a transform drops the rest),
 // so 5,000 Nodes cost little memory.
-func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time.Duration) error {
-	f := informers.NewSharedInformerFactory(cs, resync)
-	inf := f.Core().V1().Nodes().Informer()
+func (x *Extender) Run(ctx context.Context, cs kube.Interface, resync time.Duration) error {
+	inf := kube.NodeInformer(cs, resync, nil)
 	if err := inf.SetTransform(slimNode); err != nil {
 		return fmt.Errorf("node informer transform: %w", err)
 	}
@@ -105,16 +104,23 @@ func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time
 	if err != nil {
 		return fmt.Errorf("node informer handler: %w", err)
 	}
-	synced := []cache.InformerSynced{inf.HasSynced}
+	infs := []cache.SharedIndexInformer{inf}
 	if x.replicas != nil {
-		pinf, err := x.podInformer(f)
+		pinf, err := x.podInformer(cs, resync)
 		if err != nil {
 			return err
 		}
-		synced = append(synced, pinf.HasSynced)
+		infs = append(infs, pinf)
 	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the informers have stopped when Run returns
+	defer cancel()
+	var synced []cache.InformerSynced
+	for _, i := range infs {
+		wg.Go(func() { i.Run(ctx.Done()) })
+		synced = append(synced, i.HasSynced)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informers did not sync: %w", context.Cause(ctx))
 	}
@@ -124,8 +130,8 @@ func (x *Extender) Run(ctx context.Context, cs kubernetes.Interface, resync time
 	return nil
 }
 
-func (x *Extender) podInformer(f informers.SharedInformerFactory) (cache.SharedIndexInformer, error) {
-	inf := f.Core().V1().Pods().Informer()
+func (x *Extender) podInformer(cs kube.Interface, resync time.Duration) (cache.SharedIndexInformer, error) {
+	inf := kube.PodInformer(cs, resync, nil)
 	if err := inf.SetTransform(slimPod); err != nil {
 		return nil, fmt.Errorf("pod informer transform: %w", err)
 	}

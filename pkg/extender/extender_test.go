@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
@@ -55,7 +55,7 @@ func fixtureNodes() []*corev1.Node {
 }
 
 type world struct {
-	cs  kubernetes.Interface
+	cs  kube.Interface
 	x   *Extender
 	srv *httptest.Server
 	reg *prometheus.Registry

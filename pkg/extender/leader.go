@@ -7,10 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"warmd.io/warmd/pkg/kube"
 )
 
 // Leader decides which extender replica exports the cluster-wide series (warmd_warm_nodes,
@@ -37,15 +34,16 @@ func (l *Leader) IsLeader() bool { return l.leader.Load() }
 // LeaseOptions name the Lease and this replica.
 type LeaseOptions struct {
 	Namespace, Name, Identity string
-	// LeaseDuration, RenewDeadline, RetryPeriod: client-go's (15s, 10s, 2s when zero). A lost
-	// leader's series stop at once; the next replica's start within about LeaseDuration (at once on a
-	// clean shutdown, which releases the Lease).
+	// LeaseDuration, RenewDeadline, RetryPeriod: client-go's leader election's (15s, 10s, 2s when
+	// zero). The holder renews every RetryPeriod and stops exporting once it could not for
+	// RenewDeadline; the next replica's series start within about LeaseDuration (at once on a clean
+	// shutdown, which releases the Lease).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
-// Run campaigns for the Lease until ctx ends, re-campaigning after losing it. Without election it
-// returns at once.
-func (l *Leader) Run(ctx context.Context, cs kubernetes.Interface, o LeaseOptions, log *slog.Logger) error {
+// Run campaigns for the Lease until ctx ends (kube.Lease, every RetryPeriod), re-campaigning after
+// losing it, and releases it when ctx ends. Without election it returns at once.
+func (l *Leader) Run(ctx context.Context, cs kube.Interface, o LeaseOptions, log *slog.Logger) error {
 	if !l.elect {
 		return nil
 	}
@@ -55,35 +53,51 @@ func (l *Leader) Run(ctx context.Context, cs kubernetes.Interface, o LeaseOption
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: o.Identity},
-	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, ReleaseOnCancel: true, Name: o.Name,
-			LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(context.Context) {
-					l.leader.Store(true)
-					log.Info("extender: leading; exporting the cluster-wide series", "lease", o.Namespace+"/"+o.Name, "identity", o.Identity)
-				},
-				OnStoppedLeading: func() {
-					l.leader.Store(false)
-					log.Info("extender: not leading; cluster-wide series left to the leader", "lease", o.Namespace+"/"+o.Name, "identity", o.Identity)
-				},
-				OnNewLeader: func(id string) {
-					if id != o.Identity {
-						log.Info("extender: another replica leads", "lease", o.Namespace+"/"+o.Name, "leader", id)
-					}
-				},
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("leader election %s/%s: %w", o.Namespace, o.Name, err)
+	lease := kube.NewLease(cs, o.Namespace, o.Name, o.Identity, "extender leader", nil, o.LeaseDuration)
+	name := o.Namespace + "/" + o.Name
+	var renewed time.Time // the last successful renewal while leading
+	seen := ""            // the other leader last logged
+	stop := func(why string) {
+		if l.leader.Swap(false) {
+			log.Info("extender: not leading; cluster-wide series left to the leader", "lease", name, "identity", o.Identity, "why", why)
 		}
-		le.Run(ctx) // returns when leadership is lost or ctx ends
 	}
-	return nil
+	tick := time.NewTicker(o.RetryPeriod)
+	defer tick.Stop()
+	for {
+		held, holder, err := lease.Acquire(ctx)
+		now := time.Now()
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			log.Warn("extender: lease", "lease", name, "err", err)
+			if l.leader.Load() && now.Sub(renewed) > o.RenewDeadline {
+				stop("could not renew the lease within its renew deadline")
+			}
+		case held:
+			renewed = now
+			if !l.leader.Swap(true) {
+				log.Info("extender: leading; exporting the cluster-wide series", "lease", name, "identity", o.Identity)
+			}
+		default:
+			stop("another replica holds the lease")
+			if holder != seen {
+				seen = holder
+				log.Info("extender: another replica leads", "lease", name, "leader", holder)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			stop("stopping")
+			// Released on a clean shutdown, so the next replica leads at once rather than after
+			// the lease's duration.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.RenewDeadline)
+			defer cancel()
+			if err := lease.Release(rctx); err != nil {
+				log.Warn("extender: release the lease", "lease", name, "err", err)
+			}
+			return nil
+		case <-tick.C:
+		}
+	}
 }

@@ -18,11 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/kube"
 )
 
 // ModelWanted reports whether a model's nodeSelector selects a node with these labels. An empty
@@ -42,7 +41,7 @@ func ModelWanted(m config.Model, nodeLabels map[string]string) (bool, error) {
 // Watcher keeps this node's own Node object current through a watch limited to that one object
 // (field selector metadata.name), so it costs the API server one watch per node.
 type Watcher struct {
-	client   kubernetes.Interface // nil: Off
+	client   kube.Interface // nil: Off
 	nodeName string
 
 	mu       sync.Mutex
@@ -55,7 +54,7 @@ type Watcher struct {
 }
 
 // New returns a watcher of nodeName on client; Run starts it.
-func New(client kubernetes.Interface, nodeName string) *Watcher {
+func New(client kube.Interface, nodeName string) *Watcher {
 	return &Watcher{client: client, nodeName: nodeName, changed: make(chan struct{}), synced: make(chan struct{})}
 }
 
@@ -104,10 +103,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	inf := kube.NodeInformer(w.client, 0, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", w.nodeName).String()
-	}))
-	inf := f.Core().V1().Nodes().Informer()
+	})
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.set(o) },
 		UpdateFunc: func(_, o any) { w.set(o) },
@@ -116,15 +114,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch node %s: %w", w.nodeName, err)
 	}
-	f.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(ctx.Done())
+	}()
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			close(w.synced)
 			w.notifyLabels() // a Node that does not exist yet still ends the wait: no labels
 		}
 	}()
-	<-ctx.Done()
-	f.Shutdown()
+	<-done // the informer stops when ctx ends
 	return nil
 }
 

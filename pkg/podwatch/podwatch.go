@@ -12,17 +12,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/state"
 )
 
 // Watcher is the shared watch of this node's pods. The zero value is not usable: use New.
 type Watcher struct {
-	client kubernetes.Interface
+	client kube.Interface
 	node   string
 
 	mu   sync.Mutex
@@ -32,16 +31,16 @@ type Watcher struct {
 
 // watch is one run of the informer, from the first subscriber to the last.
 type watch struct {
-	factory informers.SharedInformerFactory
-	inf     cache.SharedIndexInformer
-	lister  corelisters.PodLister
-	stop    chan struct{}
-	prob    string // why the watch failed last; "" after the next event (Watcher.mu)
+	inf    cache.SharedIndexInformer
+	lister corelisters.PodLister
+	stop   chan struct{}
+	done   chan struct{} // closed when the informer has stopped
+	prob   string        // why the watch failed last; "" after the next event (Watcher.mu)
 }
 
 // New returns the watch of node's pods through client; nothing is asked of the API server until a
 // part subscribes.
-func New(client kubernetes.Interface, node string) *Watcher {
+func New(client kube.Interface, node string) *Watcher {
 	return &Watcher{client: client, node: node, subs: map[*subscription]struct{}{}}
 }
 
@@ -69,11 +68,10 @@ func (w *Watcher) Subscribe() (Subscription, error) {
 
 // start builds and starts one informer run; w.mu is held.
 func (w *Watcher) start() (*watch, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	inf := kube.PodInformer(w.client, 0, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", w.node).String()
-	}))
-	pods := f.Core().V1().Pods()
-	cur := &watch{factory: f, inf: pods.Informer(), lister: pods.Lister(), stop: make(chan struct{})}
+	})
+	cur := &watch{inf: inf, lister: corelisters.NewPodLister(inf.GetIndexer()), stop: make(chan struct{}), done: make(chan struct{})}
 	event := func(any) { // an event: the watch works (again)
 		w.mu.Lock()
 		cur.prob = ""
@@ -93,7 +91,10 @@ func (w *Watcher) start() (*watch, error) {
 	}); err != nil {
 		return nil, err
 	}
-	f.Start(cur.stop)
+	go func() {
+		defer close(cur.done)
+		cur.inf.Run(cur.stop)
+	}()
 	return cur, nil
 }
 
@@ -171,6 +172,6 @@ func (s *subscription) Close() {
 	w.mu.Unlock()
 	if last != nil {
 		close(last.stop)
-		last.factory.Shutdown()
+		<-last.done // the informer has stopped, as the factory's Shutdown waited
 	}
 }

@@ -10,10 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/podwatch"
 )
 
@@ -42,7 +42,7 @@ func TestOneWatchForEveryPart(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	counts := &podRequests{}
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { counts.inner = rt; return counts }
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestOneWatchForEveryPart(t *testing.T) {
 	}
 }
 
-func createPod(t *testing.T, cs kubernetes.Interface, name, node string) {
+func createPod(t *testing.T, cs kube.Interface, name, node string) {
 	t.Helper()
 	_, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
 	"warmd.io/warmd/pkg/fsroot"
 	"warmd.io/warmd/pkg/hfcache"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/podwatch"
 	"warmd.io/warmd/pkg/state"
@@ -28,7 +28,7 @@ import (
 // Options adjust the part; the zero value is what the daemon runs.
 type Options struct {
 	// Client reaches the API server; nil builds one from readiness.kubeconfig (in-cluster when empty).
-	Client kubernetes.Interface
+	Client kube.Interface
 	// MemInfo is the /proc/meminfo-format file the budget reads. Default MemInfo.
 	MemInfo string
 	// Resync re-checks the pods without an event, so a model published after its pod was bound is

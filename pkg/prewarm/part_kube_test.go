@@ -16,11 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/state"
 )
@@ -156,7 +156,7 @@ func TestPartFollowsPodsOfThisNode(t *testing.T) {
 	}
 }
 
-func createPod(t *testing.T, cs kubernetes.Interface, name, node string, ann map[string]string, args []string) {
+func createPod(t *testing.T, cs kube.Interface, name, node string, ann map[string]string, args []string) {
 	t.Helper()
 	_, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},

@@ -10,11 +10,9 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
 )
@@ -65,7 +63,7 @@ type Events struct {
 }
 
 // NewEvents starts recording to the API server through cs. Call Shutdown when done.
-func NewEvents(cs kubernetes.Interface, node string, o EventOptions, log *slog.Logger) *Events {
+func NewEvents(cs kube.Interface, node string, o EventOptions, log *slog.Logger) *Events {
 	if o.Burst <= 0 {
 		o.Burst = 10
 	}
@@ -76,10 +74,10 @@ func NewEvents(cs kubernetes.Interface, node string, o EventOptions, log *slog.L
 		log = slog.New(slog.DiscardHandler)
 	}
 	bc := record.NewBroadcasterWithCorrelatorOptions(o.Correlator)
-	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	bc.StartRecordingToSink(kube.EventSink{C: cs})
 	return &Events{
 		node: node, bc: bc,
-		rec: bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventComponent, Host: node}),
+		rec: bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: EventComponent, Host: node}),
 		// UID = node name, as the kubelet's Node events, so `kubectl describe node` lists them.
 		ref:   &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)},
 		limit: rate.NewLimiter(rate.Every(o.Every), o.Burst),

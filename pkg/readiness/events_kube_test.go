@@ -11,15 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/readiness"
 )
 
 // nodeEvents lists warmd's Events about node as `kubectl describe node` finds them.
-func nodeEvents(t *testing.T, cs kubernetes.Interface, node string) []corev1.Event {
+func nodeEvents(t *testing.T, cs kube.Interface, node string) []corev1.Event {
 	t.Helper()
 	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "involvedObject.uid": node, "source": readiness.EventComponent}
 	l, err := cs.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: sel.AsSelector().String()})
@@ -39,7 +39,7 @@ func eventSummary(evs []corev1.Event) string {
 }
 
 // waitEvents polls until cond holds for the node's Events (recording is asynchronous).
-func waitEvents(t *testing.T, cs kubernetes.Interface, node, what string, cond func([]corev1.Event) bool) []corev1.Event {
+func waitEvents(t *testing.T, cs kube.Interface, node, what string, cond func([]corev1.Event) bool) []corev1.Event {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

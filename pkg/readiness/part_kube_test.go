@@ -13,11 +13,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/nodewatch"
 	"warmd.io/warmd/pkg/readiness"
@@ -55,7 +55,7 @@ func TestPartFollowsNodeLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kube.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/nodelabels"
 )
@@ -31,7 +30,7 @@ var ErrNodeMissing = errors.New("node object not found")
 // WriterOptions configure a Writer. Zero durations take the defaults in parentheses.
 type WriterOptions struct {
 	NodeName string
-	Client   kubernetes.Interface
+	Client   kube.Interface
 	// Clock drives resync, heartbeat, rate limit and backoff; tests inject a fake one.
 	Clock   clock.WithTicker
 	Log     *slog.Logger
@@ -315,7 +314,7 @@ func (w *Writer) applyMetadata(ctx context.Context, node *corev1.Node, d Desired
 		return node, blocked, false, nil
 	}
 	for attempt := 0; ; attempt++ {
-		ac := corev1ac.Node(w.o.NodeName).WithLabels(labels).WithAnnotations(annots)
+		ac := kube.NewNodeApply(w.o.NodeName).WithLabels(labels).WithAnnotations(annots)
 		n, err := w.o.Client.CoreV1().Nodes().Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager})
 		if err == nil {
 			w.keep(n)
@@ -381,9 +380,9 @@ func (w *Writer) applyCondition(ctx context.Context, node *corev1.Node, c Condit
 		}
 		transition = cur.LastTransitionTime
 	}
-	ac := corev1ac.Node(w.o.NodeName).WithStatus(corev1ac.NodeStatus().WithConditions(
-		corev1ac.NodeCondition().WithType(nodelabels.ConditionType).WithStatus(c.Status).WithReason(c.Reason).
-			WithMessage(c.Message).WithLastHeartbeatTime(metav1.NewTime(now)).WithLastTransitionTime(transition)))
+	ac := kube.NewNodeApply(w.o.NodeName).WithConditions(corev1.NodeCondition{
+		Type: nodelabels.ConditionType, Status: c.Status, Reason: c.Reason, Message: c.Message,
+		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: transition})
 	n, err := w.o.Client.CoreV1().Nodes().ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager})
 	if err != nil {
 		return nil, false, fmt.Errorf("apply %s condition to node %s: %w", nodelabels.ConditionType, w.o.NodeName, err)

@@ -12,14 +12,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/nodelabels"
 	"warmd.io/warmd/pkg/readiness"
 )
@@ -49,19 +48,19 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func countingClient(t *testing.T, cfg *rest.Config) (kubernetes.Interface, *counter) {
+func countingClient(t *testing.T, cfg *rest.Config) (kube.Interface, *counter) {
 	t.Helper()
 	c := &counter{n: map[string]int{}}
 	cc := rest.CopyConfig(cfg)
 	cc.Wrap(c.wrap)
-	cs, err := kubernetes.NewForConfig(cc)
+	cs, err := kube.NewForConfig(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cs, c
 }
 
-func createNode(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
+func createNode(t *testing.T, cs kube.Interface, name string) *corev1.Node {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"team": "ml", "kubernetes.io/hostname": name}},
@@ -73,7 +72,7 @@ func createNode(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node
 	return n
 }
 
-func getNode(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
+func getNode(t *testing.T, cs kube.Interface, name string) *corev1.Node {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -242,7 +241,7 @@ func TestWriterLeavesOtherManagersKeys(t *testing.T) {
 	// Another manager (say a GFD-like labeller) owns warmd.io/gpu.sku with a different value.
 	other := func(key, value string) {
 		t.Helper()
-		_, err := admin.CoreV1().Nodes().Apply(ctx, corev1ac.Node(name).WithLabels(map[string]string{key: value}),
+		_, err := admin.CoreV1().Nodes().Apply(ctx, kube.NewNodeApply(name).WithLabels(map[string]string{key: value}),
 			metav1.ApplyOptions{FieldManager: "other-labeller", Force: true})
 		if err != nil {
 			t.Fatalf("other manager's apply: %v", err)

@@ -2,8 +2,7 @@
 # bench/extender.sh: the scheduler extender's /prioritize latency over 5,000 Nodes (make bench-extender).
 # The Nodes are created in the real kube-apiserver (KUBEBUILDER_ASSETS, from with-testenv.sh) and read by
 # the extender's informer; 10,000 nodeCacheCapable requests naming every Node go over loopback HTTP, one
-# at a time (pkg/extender/bench_test.go, TestBenchExtender). Knobs: WARMD_BENCH_NODES, WARMD_BENCH_REQUESTS,
-# WARMD_BENCH_SOURCE=apiserver|list (list: the generated Nodes loaded into client-go's fake clientset).
+# at a time (pkg/extender/bench_test.go, TestBenchExtender). Knobs: WARMD_BENCH_NODES, WARMD_BENCH_REQUESTS.
 # The last line is: extender: p50 <X.XX> ms, p99 <Y.YY> ms over <N> nodes
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -37,17 +37,17 @@ func install(ctx context.Context, t *testing.T, w *world, a *applier) {
 		ObjectMeta: metav1.ObjectMeta{Name: "warmd-s3", Namespace: ns},
 		StringData: map[string]string{"AWS_ACCESS_KEY_ID": w.c.S3.AccessKey, "AWS_SECRET_ACCESS_KEY": w.c.S3.SecretKey},
 	}
-	if _, err := w.c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := w.c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.c.Client.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	if _, err := w.c.Clientset.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	gpu := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "warmd-e2e-gpu", Namespace: ns},
 		Data:       map[string]string{"inventory.json": string(readFile(t, "../../pkg/nvml/testdata/recorded-h100x8.json"))},
 	}
-	if _, err := w.c.Client.CoreV1().ConfigMaps(ns).Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
+	if _, err := w.c.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The chart, as an operator installs it: `helm template` with a values file (what `helm install -f`

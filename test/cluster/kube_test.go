@@ -41,7 +41,7 @@ func newApplier(t *testing.T, c *cluster.Cluster) *applier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))}
+	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Clientset.Discovery()))}
 }
 
 func (a *applier) apply(ctx context.Context, u *unstructured.Unstructured) error {
@@ -113,7 +113,7 @@ func kustomizeFiles(t *testing.T, dir string) []*unstructured.Unstructured {
 func waitPodsReady(ctx context.Context, c *cluster.Cluster, ns, selector string, n int, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	err := cluster.Eventually(ctx, timeout, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		l, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err
 		}
@@ -165,7 +165,7 @@ func podSummary(p *corev1.Pod) string {
 
 // events lists the Events about an object (kind/name), newest last.
 func events(ctx context.Context, c *cluster.Cluster, ns, kind, name string) ([]corev1.Event, error) {
-	l, err := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+	l, err := c.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
 	if err != nil {
 		return nil, err

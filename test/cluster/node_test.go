@@ -22,7 +22,7 @@ func TestNodeRunsPods(t *testing.T) {
 	c.DumpOnFailure(t, 60)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	n, err := c.Client.CoreV1().Nodes().Get(ctx, c.Node, metav1.GetOptions{})
+	n, err := c.Clientset.CoreV1().Nodes().Get(ctx, c.Node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestNodeRunsPods(t *testing.T) {
 		},
 	}
 	start := time.Now()
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods, err := waitPodsReady(ctx, c, "default", "app.kubernetes.io/name=node-smoke", 1, 2*time.Minute)
@@ -63,14 +63,14 @@ func TestNodeRunsPods(t *testing.T) {
 	if p.Spec.NodeName != c.Node || !strings.HasPrefix(p.Status.PodIP, "10.88.") {
 		t.Errorf("pod on %q with IP %q; want %s and an address of the bridge CNI's 10.88.0.0/16", p.Spec.NodeName, p.Status.PodIP, c.Node)
 	}
-	logs, err := c.Client.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	logs, err := c.Clientset.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("pod log through the API server and kubelet: %v", err)
 	}
 	if !strings.Contains(string(logs), "Starting vLLM API server") || !strings.Contains(string(logs), "standin: weights verified") {
 		t.Errorf("pod log lacks the replayed vLLM start or the check; it ends:\n%s", tail(string(logs), 10))
 	}
-	if err := c.Client.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+	if err := c.Clientset.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

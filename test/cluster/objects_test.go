@@ -51,7 +51,7 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
 			var found int
 			for _, n := range nss {
-				svcs, err := e.c.Client.CoreV1().Services(n).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+				svcs, err := e.c.Clientset.CoreV1().Services(n).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +68,7 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 							t.Errorf("ServiceMonitor %s scrapes port %q, which Service %s/%s does not have", o.GetName(), port, s.Namespace, s.Name)
 						}
 					}
-					es, err := e.c.Client.CoreV1().Endpoints(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+					es, err := e.c.Clientset.CoreV1().Endpoints(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
 					if err != nil || len(es.Subsets) == 0 {
 						t.Errorf("ServiceMonitor %s selects Service %s/%s, which has no endpoints (%v)", o.GetName(), s.Namespace, s.Name, err)
 					}
@@ -83,7 +83,7 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 			monitors++
 			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
 			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "podMetricsEndpoints")
-			pods, err := e.c.Client.CoreV1().Pods(o.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+			pods, err := e.c.Clientset.CoreV1().Pods(o.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 		t.Errorf("%d ServiceMonitors and %d ScaledObjects shipped; want at least one of each", monitors, scalers)
 	}
 	// Every Service of ours serves /metrics (the daemon's and the extender's series): each must be scraped.
-	svcs, err := e.c.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	svcs, err := e.c.Clientset.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +137,10 @@ func (e *e2e) monitoringSelectsWhatExists(ctx context.Context, t *testing.T) {
 func (e *e2e) exists(ctx context.Context, kind, namespace, name string) error {
 	switch kind {
 	case "Deployment":
-		_, err := e.c.Client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := e.c.Clientset.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err
 	case "StatefulSet":
-		_, err := e.c.Client.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		_, err := e.c.Clientset.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		return err
 	}
 	return fmt.Errorf("kind %s is not one the example creates", kind)

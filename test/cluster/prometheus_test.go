@@ -315,7 +315,7 @@ func (e *e2e) prometheusAnswersKEDA(ctx context.Context, t *testing.T) {
 	}
 
 	queries := scaledObjectQueries(t, objs)
-	extenders, err := e.c.Client.CoreV1().Pods("warmd").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
+	extenders, err := e.c.Clientset.CoreV1().Pods("warmd").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func (e *e2e) extenderReady(ctx context.Context, t *testing.T) {
 	e.extenderIP = pods[0].Status.PodIP
 	// The Service selects them (the scheduler would use its name where cluster DNS resolves).
 	err = cluster.Eventually(ctx, 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		ep, err := e.c.Client.CoreV1().Endpoints(ns).Get(ctx, "warmd-extender", metav1.GetOptions{})
+		ep, err := e.c.Clientset.CoreV1().Endpoints(ns).Get(ctx, "warmd-extender", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -70,7 +70,7 @@ func (e *e2e) mainScheduler(ctx context.Context, t *testing.T) {
 // extenderRequests sums warmd_extender_requests_total{result="ok"} over the extender pods.
 func (e *e2e) extenderRequests(ctx context.Context, t *testing.T) float64 {
 	t.Helper()
-	l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
+	l, err := e.c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func (e *e2e) scheduledBySecond(ctx context.Context, t *testing.T, name string) 
 	d.Spec.Template.Spec.SchedulerName = "warmd-scheduler"
 	d.Name, d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] = name, name
 	d.Spec.Template.Labels = map[string]string{"app.kubernetes.io/name": name}
-	if _, err := e.c.Client.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := e.c.Clientset.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods, err := waitPodsReady(ctx, e.c, vllmNS, "app.kubernetes.io/name="+name, 1, 2*time.Minute)
@@ -222,7 +222,7 @@ func (e *e2e) imageGC(ctx context.Context, t *testing.T) {
 
 // kubeletConfig reads the running kubelet's configuration through the API server (/configz).
 func (e *e2e) kubeletConfig(ctx context.Context) (*kubeletConfigz, error) {
-	raw, err := e.c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.c.Node, "proxy", "configz").DoRaw(ctx)
+	raw, err := e.c.Clientset.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", e.c.Node, "proxy", "configz").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet /configz: %w", err)
 	}

@@ -35,7 +35,7 @@ const vllmNS = "default"
 // daemonPod returns warmd's DaemonSet pod on the node (the one not being deleted).
 func (e *e2e) daemonPod(ctx context.Context) (*corev1.Pod, error) {
 	// This node's: the DaemonSet makes a pod for any Node at once, tokenConfined's kubelet-less one too.
-	l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd",
+	l, err := e.c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd",
 		FieldSelector: "spec.nodeName=" + e.c.Node})
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func (e *e2e) metrics(ctx context.Context, podIP string) (string, error) {
 }
 
 func (e *e2e) node(ctx context.Context) (*corev1.Node, error) {
-	return e.c.Client.CoreV1().Nodes().Get(ctx, e.c.Node, metav1.GetOptions{})
+	return e.c.Clientset.CoreV1().Nodes().Get(ctx, e.c.Node, metav1.GetOptions{})
 }
 
 func hasTaint(n *corev1.Node, key string) bool {
@@ -90,7 +90,7 @@ func condition(n *corev1.Node, typ corev1.NodeConditionType) *corev1.NodeConditi
 
 func (e *e2e) installAndReady(ctx context.Context, t *testing.T) {
 	install(ctx, t, e.w, e.a)
-	ds, err := e.c.Client.AppsV1().DaemonSets(ns).Get(ctx, "warmd", metav1.GetOptions{})
+	ds, err := e.c.Clientset.AppsV1().DaemonSets(ns).Get(ctx, "warmd", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func (e *e2e) vllmDeployment(t *testing.T) *appsv1.Deployment {
 func (e *e2e) vllmPendingWhileCold(ctx context.Context, t *testing.T) {
 	// The example asks for one nvidia.com/gpu: advertise eight, as a device plugin on an 8-GPU node would.
 	patch := []byte(`{"status":{"capacity":{"nvidia.com/gpu":"8"}}}`)
-	if _, err := e.c.Client.CoreV1().Nodes().Patch(ctx, e.c.Node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := e.c.Clientset.CoreV1().Nodes().Patch(ctx, e.c.Node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
 	if err := cluster.Eventually(ctx, 30*time.Second, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -179,12 +179,12 @@ func (e *e2e) vllmPendingWhileCold(ctx context.Context, t *testing.T) {
 		t.Fatalf("node allocatable nvidia.com/gpu: %v", err)
 	}
 	d := e.vllmDeployment(t)
-	if _, err := e.c.Client.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := e.c.Clientset.AppsV1().Deployments(vllmNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var pod string
 	err := cluster.Eventually(ctx, time.Minute, time.Second, func(ctx context.Context) (bool, error) {
-		l, err := e.c.Client.CoreV1().Pods(vllmNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + d.Name})
+		l, err := e.c.Clientset.CoreV1().Pods(vllmNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + d.Name})
 		if err != nil || len(l.Items) == 0 {
 			return false, fmt.Errorf("no pod yet (%v)", err)
 		}
@@ -305,12 +305,12 @@ func (e *e2e) tokenClaims(ctx context.Context, t *testing.T) tokenClaims {
 
 func (e *e2e) tokenConfined(ctx context.Context, t *testing.T) {
 	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-gpu-node", Labels: map[string]string{"kubernetes.io/hostname": "other-gpu-node"}}}
-	if _, err := e.c.Client.CoreV1().Nodes().Create(ctx, other, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := e.c.Clientset.CoreV1().Nodes().Create(ctx, other, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	// A Node without a kubelet: gone again before anything is scheduled.
 	t.Cleanup(func() {
-		_ = e.c.Client.CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
+		_ = e.c.Clientset.CoreV1().Nodes().Delete(context.Background(), other.Name, metav1.DeleteOptions{})
 	})
 	cfg := rest.AnonymousClientConfig(e.c.Config)
 	cfg.BearerToken = e.token(ctx, t)
@@ -396,7 +396,7 @@ func (e *e2e) warmAndUntainted(ctx context.Context, t *testing.T) {
 	// With peers on and no warm peer, warmd took the model's seed Lease as its node before reading the
 	// origin (the chart's Role and warmd-seed-leases policy let exactly that through), and keeps it
 	// named after publishing.
-	lease, err := e.c.Client.CoordinationV1().Leases(ns).Get(ctx, seed.Name(e.w.qwen7b.name, e.w.qwen7b.revision), metav1.GetOptions{})
+	lease, err := e.c.Clientset.CoordinationV1().Leases(ns).Get(ctx, seed.Name(e.w.qwen7b.name, e.w.qwen7b.revision), metav1.GetOptions{})
 	if err != nil {
 		t.Errorf("the model's seed Lease: %v", err)
 	} else if h := lease.Spec.HolderIdentity; h == nil || *h != e.c.Node || lease.Labels[seed.LabelPart] != "warmd" || lease.Spec.RenewTime == nil {
@@ -451,7 +451,7 @@ func (e *e2e) vllmScheduledWarm(ctx context.Context, t *testing.T) {
 		t.Errorf("no Pulled event saying the image was already present on machine: %v", reasons(ev))
 	}
 	// The stand-in read every weight file from the example's volume and checked its sha256.
-	logs, err := e.c.Client.CoreV1().Pods(vllmNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "vllm"}).DoRaw(ctx)
+	logs, err := e.c.Clientset.CoreV1().Pods(vllmNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "vllm"}).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,12 +545,12 @@ func (e *e2e) configMapEdit(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatalf("the config volume is not the kubelet's atomic-writer layout: %v", err)
 	}
-	cm, err := e.c.Client.CoreV1().ConfigMaps(ns).Get(ctx, "warmd-config", metav1.GetOptions{})
+	cm, err := e.c.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "warmd-config", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["config.yaml"] = e.w.nodeConfig(true)
-	if _, err := e.c.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.c.Clientset.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	edited := time.Now()
@@ -595,7 +595,7 @@ func (e *e2e) podRecreated(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.c.Client.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.c.Clientset.CoreV1().Pods(ns).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()

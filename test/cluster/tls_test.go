@@ -35,10 +35,10 @@ func (e *e2e) chartExtenderTLS(ctx context.Context, t *testing.T) {
 	// The shipped second scheduler of the step before serves the same profile: take it and its pod
 	// away first (two schedulers of one profile race; the chart's replaces it by name anyway).
 	for _, d := range []struct{ ns, name string }{{vllmNS, "vllm-second-scheduler"}, {ns, "warmd-scheduler"}} {
-		e.c.Client.AppsV1().Deployments(d.ns).Delete(ctx, d.name, metav1.DeleteOptions{})
+		e.c.Clientset.AppsV1().Deployments(d.ns).Delete(ctx, d.name, metav1.DeleteOptions{})
 	}
 	if err := cluster.Eventually(ctx, time.Minute, time.Second, func(ctx context.Context) (bool, error) {
-		l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-scheduler"})
+		l, err := e.c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-scheduler"})
 		return err == nil && len(l.Items) == 0, fmt.Errorf("the shipped second scheduler's pods still exist (%v)", err)
 	}); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func (e *e2e) chartExtenderTLS(ctx context.Context, t *testing.T) {
 		"warmd-scheduler-extender-client": {"tls.crt": cliCrt, "tls.key": cliKey, "ca.crt": serverCA.PEM},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Type: corev1.SecretTypeTLS, Data: data}
-		if _, err := e.c.Client.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if _, err := e.c.Clientset.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +133,7 @@ func (e *e2e) checkExtenderHandshake(ctx context.Context, t *testing.T, crt, key
 // updated, ready and available, and no pod of an older template left.
 func waitRollout(ctx context.Context, c *cluster.Cluster, ns, name string, timeout time.Duration) error {
 	return cluster.Eventually(ctx, timeout, time.Second, func(ctx context.Context) (bool, error) {
-		d, err := c.Client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/pkg/kube"
 )
 
 // EnvFile names the env file up.sh wrote; scripts/cluster/with-cluster.sh exports it.
@@ -39,7 +40,9 @@ type Cluster struct {
 	// Kubeconfig is an admin (system:masters) kubeconfig for the API server at https://NodeIP:443.
 	Kubeconfig string
 	Config     *rest.Config
-	Client     kubernetes.Interface
+	Client     kube.Interface // warmd's narrow client (pkg/kube)
+	// Clientset is client-go's whole one, for what warmd never reads or writes (secrets, deployments).
+	Clientset kubernetes.Interface
 	// Dir is the run's temp dir (logs/<daemon>.log, the node's data dirs).
 	Dir string
 	// Bin holds the service binaries (kubelet, ctr, ...).
@@ -78,8 +81,11 @@ func Require(t testing.TB) *Cluster {
 		t.Fatalf("admin kubeconfig: %v", err)
 	}
 	c.Config.QPS, c.Config.Burst = 200, 400
-	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
+	if c.Client, err = kube.NewForConfig(c.Config); err != nil {
 		t.Fatalf("admin client: %v", err)
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+		t.Fatalf("admin clientset: %v", err)
 	}
 	return c
 }

@@ -14,13 +14,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"warmd.io/warmd/internal/testenv"
+	"warmd.io/warmd/pkg/kube"
 )
 
 // Env is a running API server.
 type Env struct {
 	Env    *envtest.Environment
 	Config *rest.Config
-	Client kubernetes.Interface
+	// Client is warmd's narrow client (pkg/kube), the one warmd's packages take.
+	Client kube.Interface
+	// Clientset is client-go's whole one, for setting up what warmd never reads or writes itself
+	// (service accounts and their tokens, secrets, deployments).
+	Clientset kubernetes.Interface
 }
 
 // Option adjusts the environment before it starts (e.g. API server flags).
@@ -48,11 +53,15 @@ func Start(t testing.TB, opts ...Option) *Env {
 		}
 	})
 	cfg.QPS, cfg.Burst = 1000, 2000
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kube.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("client for test API server: %v", err)
 	}
-	return &Env{Env: e, Config: cfg, Client: cs}
+	full, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("clientset for test API server: %v", err)
+	}
+	return &Env{Env: e, Config: cfg, Client: cs, Clientset: full}
 }
 
 // Kubeconfig adds a user of the API server in the system:masters group and writes a kubeconfig for

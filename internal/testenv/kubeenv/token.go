@@ -16,7 +16,7 @@ import (
 func (e *Env) Token(t testing.TB, ns, name, aud string) string {
 	t.Helper()
 	ctx := context.Background()
-	c := e.Client
+	c := e.Clientset
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", ns, err)
 	}

@@ -19,14 +19,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/compilekey"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/podwatch"
@@ -45,7 +43,7 @@ const (
 // Options adjust the part; the zero value is what the daemon runs.
 type Options struct {
 	// Client reaches the API server; nil takes daemon.Deps.Kube.
-	Client kubernetes.Interface
+	Client kube.Interface
 	// SKU returns the node's GPU SKU key ("" while unknown).
 	SKU func() string
 	// Resync re-checks without an event. Default 5s.
@@ -59,7 +57,7 @@ type Part struct {
 	log     *slog.Logger
 	store   *state.Store
 	metrics *metrics.CompileKey
-	client  kubernetes.Interface
+	client  kube.Interface
 	pods    daemon.PodWatch       // this node's one pod watch, shared with pre-warm
 	sub     podwatch.Subscription // while watching (mu): its Problem comes first
 	opts    Options
@@ -214,9 +212,9 @@ func (p *Part) Run(ctx context.Context) error {
 func (p *Part) watch(ctx context.Context) error {
 	p.publish() // the section leaves "disabled" at once
 	bc := record.NewBroadcasterWithCorrelatorOptions(p.opts.Correlator)
-	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
+	bc.StartRecordingToSink(kube.EventSink{C: p.client})
 	defer bc.Shutdown()
-	p.recorder = bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmd", Host: p.node})
+	p.recorder = bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "warmd", Host: p.node})
 
 	sub, err := p.pods.Subscribe()
 	if err != nil {

@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/compilekey"
 	"warmd.io/warmd/pkg/config"
 	"warmd.io/warmd/pkg/daemon"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/phases"
 	"warmd.io/warmd/pkg/state"
@@ -131,7 +131,7 @@ func startRecord(pod *corev1.Pod, cc phases.CompileCache, hash string) phases.Re
 		Result: phases.Result{VLLMVersion: "0.11.0", CompileCache: cc, CompileCacheHash: hash, Outcome: phases.OutcomeReady}}
 }
 
-func createPod(t *testing.T, cs kubernetes.Interface, name, node string, args []string, env []corev1.EnvVar) *corev1.Pod {
+func createPod(t *testing.T, cs kube.Interface, name, node string, args []string, env []corev1.EnvVar) *corev1.Pod {
 	t.Helper()
 	pod, err := cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -144,7 +144,7 @@ func createPod(t *testing.T, cs kubernetes.Interface, name, node string, args []
 	return pod
 }
 
-func waitEvent(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod, reason string) corev1.Event {
+func waitEvent(t *testing.T, cs kube.Interface, pod *corev1.Pod, reason string) corev1.Event {
 	t.Helper()
 	var got corev1.Event
 	waitFor(t, reason+" event on "+pod.Name, func() bool {
@@ -217,7 +217,7 @@ func TestPartFollowsDisabled(t *testing.T) {
 
 // runPart builds the part on d (an H100 node, 100 ms resyncs) and runs it until the test ends (cancel
 // then stops it; Run must return nil).
-func runPart(t *testing.T, ctx context.Context, cancel context.CancelFunc, d daemon.Deps, c kubernetes.Interface) *Part {
+func runPart(t *testing.T, ctx context.Context, cancel context.CancelFunc, d daemon.Deps, c kube.Interface) *Part {
 	t.Helper()
 	p, err := New(d, Options{Client: c, Resync: 100 * time.Millisecond, SKU: func() string { return "nvidia-h100-80gb-hbm3" }})
 	if err != nil || p == nil {

@@ -17,7 +17,8 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"warmd.io/warmd/pkg/kube"
 )
 
 // Verdict is the outcome of one check.
@@ -57,7 +58,7 @@ type Options struct {
 
 // Reviewer checks tokens through the API server, with a cache.
 type Reviewer struct {
-	client kubernetes.Interface
+	client kube.Interface
 	opts   Options
 
 	mu    sync.Mutex
@@ -71,7 +72,7 @@ type entry struct {
 }
 
 // New returns a Reviewer asking through client (the daemon's one API client).
-func New(client kubernetes.Interface, opts Options) (*Reviewer, error) {
+func New(client kube.Interface, opts Options) (*Reviewer, error) {
 	if client == nil {
 		return nil, errors.New("peer auth: no API client (peers need the API server)")
 	}

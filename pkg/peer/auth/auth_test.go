@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/peer/auth"
 )
 
@@ -69,7 +69,7 @@ func TestReviewAgainstRealAPIServer(t *testing.T) {
 }
 
 // counting returns a client of the real API server that counts TokenReview creates.
-func counting(t *testing.T, cfg *rest.Config, n *atomic.Int64) kubernetes.Interface {
+func counting(t *testing.T, cfg *rest.Config, n *atomic.Int64) kube.Interface {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -80,7 +80,7 @@ func counting(t *testing.T, cfg *rest.Config, n *atomic.Int64) kubernetes.Interf
 			return rt.RoundTrip(r)
 		})
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kube.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

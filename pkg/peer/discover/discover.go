@@ -17,8 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
 )
@@ -27,7 +27,7 @@ import (
 // selector sel matches and keep (nil: all) accepts, in random order so a node group spreads its load
 // over every warm node rather than the first k. rv is the list's resourceVersion: "" a consistent read,
 // "0" the API server's watch cache (for lookups repeated during a fetch, no etcd read).
-func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, k int, rv string, keep func(*corev1.Node) bool) ([]string, error) {
+func Peers(ctx context.Context, c kube.Interface, sel, self, port string, k int, rv string, keep func(*corev1.Node) bool) ([]string, error) {
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
 	if err != nil {
 		return nil, fmt.Errorf("find peers: list nodes with %s: %w", sel, err)
@@ -51,7 +51,7 @@ func Peers(ctx context.Context, c kubernetes.Interface, sel, self, port string, 
 // compile cache for the node's SKU is on disk (with caches on). A peer that does not hold a bundle
 // answers 404 and the restore moves on; the bytes of one that does are verified against the origin's
 // digest, so a wrong claim costs a request, never a wrong file.
-func CompileCache(ctx context.Context, c kubernetes.Interface, sku, self, port string, k int) ([]string, error) {
+func CompileCache(ctx context.Context, c kube.Interface, sku, self, port string, k int) ([]string, error) {
 	sel := nodelabels.LabelSKU + "=" + nodelabels.Value(sku)
 	return Peers(ctx, c, sel, self, port, k, "", func(n *corev1.Node) bool {
 		for key, v := range n.Labels {

@@ -8,9 +8,8 @@ import (
 	"os"
 	"sync"
 
-	"k8s.io/client-go/kubernetes"
-
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
@@ -60,7 +59,7 @@ func (m *Manager) OpenIndex(ctx context.Context, sha string) (*os.File, error) {
 // each call reads the config in force (peers.* reloads need no reopen).
 type layerPeers struct {
 	m    *Manager
-	kube kubernetes.Interface
+	kube kube.Interface
 
 	mu     sync.Mutex
 	tokens *discover.TokenFile
@@ -69,7 +68,7 @@ type layerPeers struct {
 // backendPeers is the Peers the containerd backend takes layers from; nil without an API server
 // (no Node labels to find peers by). The node name and stall timeout are taken when the backend
 // opens.
-func (m *Manager) backendPeers(cfg *config.NodeConfig, kube kubernetes.Interface, met *metrics.Peers) *containerd.Peers {
+func (m *Manager) backendPeers(cfg *config.NodeConfig, kube kube.Interface, met *metrics.Peers) *containerd.Peers {
 	if kube == nil {
 		return nil
 	}

@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/phases/follow"
 )
 
@@ -35,7 +35,7 @@ const maxPullToStart = time.Minute
 
 // Source looks starts up through the API server.
 type Source struct {
-	Client kubernetes.Interface
+	Client kube.Interface
 }
 
 // Lookup returns what the API server knows about ref.

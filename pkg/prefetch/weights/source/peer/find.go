@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"warmd.io/warmd/pkg/config"
+	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/metrics"
 	"warmd.io/warmd/pkg/model"
 	"warmd.io/warmd/pkg/nodelabels"
@@ -31,7 +30,7 @@ var PartialValues = []string{string(nodelabels.StateCold), string(nodelabels.Sta
 // Find returns the base URLs (http://InternalIP:port) of up to k nodes other than self whose label
 // labelKey says they hold the model's weights verified, in random order so a node group spreads its
 // load over every warm node rather than the first k.
-func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, port string, k int) ([]string, error) {
+func Find(ctx context.Context, c kube.Interface, labelKey, self string, port string, k int) ([]string, error) {
 	return find(ctx, c, labelKey, self, port, k, "", WarmValues)
 }
 
@@ -39,7 +38,7 @@ func Find(ctx context.Context, c kubernetes.Interface, labelKey, self string, po
 // decides whether to wait for a seed); "0" is served from the API server's watch cache, which is what
 // the lookups repeated during a fetch use, so they cost the API server no etcd read.
 // values are the label values asked for (WarmValues, PartialValues).
-func find(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, rv string, values []string) ([]string, error) {
+func find(ctx context.Context, c kube.Interface, labelKey, self, port string, k int, rv string, values []string) ([]string, error) {
 	sel := fmt.Sprintf("%s in (%s)", labelKey, strings.Join(values, ","))
 	return discover.Peers(ctx, c, sel, self, port, k, rv, nil)
 }
@@ -55,7 +54,7 @@ var seedLease = seed.DefaultDuration
 // waits, serving reports whether a node still downloading (the seed, mostly) serves files it verified
 // already: then the wait ends, and the fetch reads those files from it (the rest waits for them there,
 // under the same seed rule, see Source.fromPeers). nil: no such node is asked.
-func findOrWait(ctx context.Context, c kubernetes.Interface, labelKey, self, port string, k int, lease Seeder, wait, poll time.Duration,
+func findOrWait(ctx context.Context, c kube.Interface, labelKey, self, port string, k int, lease Seeder, wait, poll time.Duration,
 	serving func(context.Context) bool, log *slog.Logger) ([]string, error) {
 	deadline := time.Now().Add(wait)
 	waitingFor := ""
@@ -113,7 +112,7 @@ const maxFound = 1024
 // Wrap returns an opener that puts the peers of each model in front of the source open returns, for
 // the weights manager (a fetch with no warm peer reads the origin alone, still counted by source). With
 // peers off it returns open.
-func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c kubernetes.Interface, cfg *config.NodeConfig,
+func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c kube.Interface, cfg *config.NodeConfig,
 	m *metrics.Peers, log *slog.Logger) func(context.Context, config.Model) (prefetch.Source, error) {
 	if !cfg.Peers.Enabled || c == nil {
 		return open
