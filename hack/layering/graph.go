@@ -20,6 +20,8 @@ type Package struct {
 	// Imports and Deps are the module's own packages that the non-test files import directly and
 	// link in all (transitively).
 	Imports, Deps []string
+	// Foreign are the packages outside the module that it links (transitively).
+	Foreign []string
 	// Lines counts the non-test .go files' lines; Funcs their top-level func declarations.
 	Lines, Funcs int
 }
@@ -48,7 +50,7 @@ func Load(dir string) (map[string]*Package, error) {
 		} else if err != nil {
 			return nil, fmt.Errorf("go list output: %w", err)
 		}
-		pkg := &Package{Path: rel(p.ImportPath), Imports: own(p.Imports), Deps: own(p.Deps)}
+		pkg := &Package{Path: rel(p.ImportPath), Imports: own(p.Imports), Deps: own(p.Deps), Foreign: foreign(p.Deps)}
 		for _, f := range append(p.GoFiles, p.CgoFiles...) {
 			lines, funcs, err := countFile(p.Dir + "/" + f)
 			if err != nil {
@@ -70,6 +72,17 @@ func own(paths []string) []string {
 	for _, p := range paths {
 		if strings.HasPrefix(p, Module+"/") {
 			out = append(out, rel(p))
+		}
+	}
+	return out
+}
+
+// foreign keeps the packages of paths outside the module.
+func foreign(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if !strings.HasPrefix(p, Module+"/") {
+			out = append(out, p)
 		}
 	}
 	return out

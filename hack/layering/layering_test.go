@@ -70,6 +70,28 @@ func TestEachRuleFails(t *testing.T) {
 	}
 }
 
+func TestClientsetRule(t *testing.T) {
+	m := map[string]*Package{
+		"pkg/peer":         {Path: "pkg/peer", Foreign: []string{"k8s.io/client-go/kubernetes/typed/core/v1", "k8s.io/client-go/listers/core/v1", "k8s.io/client-go/rest"}},
+		"pkg/extender":     {Path: "pkg/extender", Foreign: []string{"k8s.io/client-go/tools/leaderelection/resourcelock", "k8s.io/client-go/tools/cache"}},
+		"internal/testenv": {Path: "internal/testenv", Foreign: []string{"k8s.io/client-go/informers"}},
+	}
+	a, err := ParseAllow("allow.txt", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Check(m, a)
+	want := []string{"pkg/extender links k8s.io/client-go/tools/leaderelection/resourcelock: use pkg/kube", "pkg/peer links k8s.io/client-go/kubernetes/typed/core/v1: use pkg/kube"}
+	if len(got) != len(want) {
+		t.Fatalf("violations %q, want the two of %q (the core/v1 lister, rest, cache and a test helper's are fine)", got, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("violation %d = %q, want %q…", i, got[i], w)
+		}
+	}
+}
+
 func TestAllowListPermitsExactlyItsLines(t *testing.T) {
 	a, err := ParseAllow("allow.txt", `# known
 extender pkg/cache -- issue 1

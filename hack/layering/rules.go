@@ -126,6 +126,7 @@ func Check(pkgs map[string]*Package, a *Allow) []string {
 	out = append(out, checkTestHelpers(pkgs, a)...)
 	out = append(out, checkCmd(pkgs, a)...)
 	out = append(out, checkCycles(pkgs, a)...)
+	out = append(out, checkClientset(pkgs)...)
 	sort.Strings(out)
 	return out
 }
@@ -148,6 +149,38 @@ func checkExtender(pkgs map[string]*Package, a *Allow) []string {
 			seen[d] = true
 			if !a.allows("extender " + d) {
 				out = append(out, fmt.Sprintf("%s links %s (the daemon or one of its parts): the extender must not; move what it needs into a package that imports no part", p.Path, d))
+			}
+		}
+	}
+	return out
+}
+
+// clientsetPrefixes are client-go's packages that register or wrap every built-in API group: linking
+// any of them puts about a third of the binary back (pkg/kube's doc, issue 26 item 7).
+var clientsetPrefixes = []string{
+	"k8s.io/client-go/kubernetes", "k8s.io/client-go/informers", "k8s.io/client-go/listers/",
+	"k8s.io/client-go/applyconfigurations", "k8s.io/client-go/discovery", "k8s.io/client-go/tools/leaderelection",
+}
+
+// checkClientset: what ships talks to the API server through pkg/kube only, never through
+// client-go's Clientset, informer factory, apply configurations, discovery or leader election (the
+// core/v1 listers are allowed: they link core/v1 alone). It has no allow-list entry: there is no
+// known violation to wait for.
+func checkClientset(pkgs map[string]*Package) []string {
+	var out []string
+	for _, p := range sorted(pkgs) {
+		if !drawn(Folder(p.Path)) || isTestHelper(p.Path) {
+			continue
+		}
+		for _, d := range p.Foreign {
+			if d == "k8s.io/client-go/listers/core/v1" {
+				continue
+			}
+			for _, pre := range clientsetPrefixes {
+				if d == pre || strings.HasPrefix(d, strings.TrimSuffix(pre, "/")+"/") {
+					out = append(out, fmt.Sprintf("%s links %s: use pkg/kube (warmd's narrow client) instead; client-go's Clientset and its kin link every API group", p.Path, d))
+					break
+				}
 			}
 		}
 	}
