@@ -65,7 +65,11 @@ func (l *Leader) Run(ctx context.Context, cs kube.Interface, o LeaseOptions, log
 	tick := time.NewTicker(o.RetryPeriod)
 	defer tick.Stop()
 	for {
-		held, holder, err := lease.Acquire(ctx)
+		// One attempt is bounded by the renew deadline, as client-go's elector bounds its renewal:
+		// a hung API server cannot keep a leader that can no longer renew.
+		actx, acancel := context.WithTimeout(ctx, o.RenewDeadline)
+		held, holder, err := lease.Acquire(actx)
+		acancel()
 		now := time.Now()
 		switch {
 		case ctx.Err() != nil:

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -22,4 +23,30 @@ func NewClient(headerTimeout time.Duration) *http.Client {
 		MaxIdleConnsPerHost:   32,
 		IdleConnTimeout:       time.Minute,
 	}}
+}
+
+// Bounds of a busy peer's Retry-After: asked again after at least a second, at most half a minute
+// (a peer that claims longer is asked sooner: its slots may free early).
+const (
+	MinRetryAfter = time.Second
+	MaxRetryAfter = 30 * time.Second
+)
+
+// BusyAnswer reports whether resp is a serving node's busy answer (503 with Retry-After in seconds:
+// every serving slot is taken by other downloaders, pkg/peer/serve) and when to ask again, within
+// MinRetryAfter..MaxRetryAfter. A busy peer is fine: a fetching side rests it and asks again, it
+// does not drop it. A 503 without Retry-After (the peer could not check the token) is a failure.
+func BusyAnswer(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	v := resp.Header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(v)
+	if err != nil {
+		return MinRetryAfter, true // an HTTP date: not what warmd sends; ask again soon
+	}
+	return min(max(time.Duration(secs)*time.Second, MinRetryAfter), MaxRetryAfter), true
 }

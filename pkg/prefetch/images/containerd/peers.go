@@ -222,7 +222,7 @@ func (b *Backend) fromPeers(ctx context.Context, r prefetch.Resolved, peers []st
 			case err == nil:
 				tr.FromPeers(l.Digest)
 				b.opts.Log.Info("layer taken from peers", "image", r.Name, "layer", l.Digest.String(), "bytes", l.Size,
-					"peers", len(res.Holders), "dropped", res.Dropped, "seconds", time.Since(t0).Seconds())
+					"peers", len(res.Holders), "dropped", res.Dropped, "busy", res.Busy, "seconds", time.Since(t0).Seconds())
 				ready(l.Digest)
 			case errors.Is(err, peerblobs.ErrNoPeer):
 			case errors.Is(err, ErrNotShared):

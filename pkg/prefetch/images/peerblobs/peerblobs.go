@@ -33,6 +33,10 @@ const (
 	DefaultPerPeer = 2
 	DefaultProbe   = 3 * time.Second
 	DefaultStall   = 10 * time.Second
+	// DefaultBusyGrace is how long a peer may answer busy (its serving slots all taken by other
+	// downloaders) without serving a piece before this layer stops asking it: the registry is the
+	// other source, and a multi-GB layer from it takes minutes.
+	DefaultBusyGrace = 15 * time.Second
 )
 
 // ErrNoPeer is Fetch's answer when no peer holds the blob (or none could be asked): the caller
@@ -61,6 +65,11 @@ type Options struct {
 	// Stall fails a request that waited this long while receiving under 64 KiB; the peer is
 	// dropped. Default DefaultStall.
 	Stall time.Duration
+	// BusyGrace bounds how long a peer that answers busy (503 with Retry-After, peer.BusyAnswer) is
+	// waited for: its worker puts the piece back for the other peers, rests until the Retry-After
+	// and asks again; a peer busy this long since it last served a piece is left for this layer,
+	// not dropped (it is fine, only full). Default DefaultBusyGrace.
+	BusyGrace time.Duration
 	// OnBytes sees the verified bytes taken from peers (counted once the whole blob matched).
 	OnBytes func(n int64)
 	// OnProgress sees the bytes of the blob received so far (pieces written, not yet verified), for
@@ -84,6 +93,9 @@ func (o *Options) defaults() {
 	if o.Stall <= 0 {
 		o.Stall = DefaultStall
 	}
+	if o.BusyGrace <= 0 {
+		o.BusyGrace = DefaultBusyGrace
+	}
 	if o.Client == nil {
 		o.Client = peer.NewClient(peer.DefaultHeaderTimeout)
 	}
@@ -98,12 +110,14 @@ type Result struct {
 	Holders []string // the peers that held it and were asked for pieces (base URLs)
 	Bytes   int64    // bytes taken from them (the blob's size, on success)
 	Dropped int      // peers dropped during the fetch
+	Busy    int      // peers left for staying busy longer than BusyGrace (not dropped)
 }
 
 // Fetch writes the blob d of size bytes into f (from offset 0, f's size made size) from the peers
 // (base URLs) that answer a HEAD with its size, PerPeer ranged requests per peer at a time, and
 // returns nil only when f's bytes hash to d. A peer that fails a request is dropped and its piece
-// goes to another; when every peer is gone before the blob is complete, or no peer holds it,
+// goes to another; a busy one is rested and asked again, up to BusyGrace; when every peer is gone
+// before the blob is complete, or no peer holds it,
 // Fetch fails (ErrNoPeer when none held it) and f holds nothing to use.
 func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size int64, f *os.File) (Result, error) {
 	o.defaults()
@@ -122,21 +136,21 @@ func Fetch(ctx context.Context, o Options, peers []string, d digest.Digest, size
 	j := newJob(o, d, size, f)
 	var wg sync.WaitGroup
 	for _, base := range holders {
-		var gone atomic.Bool
+		hs := &holderState{}
 		for range o.PerPeer {
-			wg.Go(func() { j.work(ctx, base, &gone) })
+			wg.Go(func() { j.work(ctx, base, hs) })
 		}
 	}
 	workersDone := make(chan struct{})
 	go func() { wg.Wait(); close(workersDone) }()
 	sum, hashErr := hashInOrder(ctx, f, j.n, o.Piece, size, j.completed, workersDone)
 	<-workersDone
-	res.Dropped = int(j.dropped.Load())
+	res.Dropped, res.Busy = int(j.dropped.Load()), int(j.busy.Load())
 	if hashErr != nil {
 		return res, hashErr
 	}
 	if left := j.left.Load(); left > 0 {
-		return res, fmt.Errorf("every peer holding layer %s failed with %d of %d pieces left: %w", d, left, j.n, ErrNoPeer)
+		return res, fmt.Errorf("every peer holding layer %s failed (%d) or stayed busy (%d) with %d of %d pieces left: %w", d, res.Dropped, res.Busy, left, j.n, ErrNoPeer)
 	}
 	if digest.NewDigestFromBytes(digest.SHA256, sum) != d {
 		for _, base := range holders {
@@ -167,6 +181,7 @@ type job struct {
 	left      atomic.Int64
 	finished  chan struct{} // closed when left reaches 0
 	dropped   atomic.Int32
+	busy      atomic.Int32
 
 	progressMu sync.Mutex
 	received   int64 // bytes of the pieces written (progressMu)
@@ -182,10 +197,17 @@ func newJob(o Options, d digest.Digest, size int64, f *os.File) *job {
 	return j
 }
 
+// holderState is one peer's, shared by its workers: whether it is gone for this layer (failed, or
+// busy past BusyGrace), and since when it has answered busy without serving a piece (0: it serves).
+type holderState struct {
+	gone      atomic.Bool
+	busySince atomic.Int64 // unix nanoseconds
+}
+
 // work takes pieces from the queue and writes them from the peer at base until none is left, ctx
-// ends, or the peer fails (gone, shared by the peer's workers): its piece goes back, the peer is
-// dropped once, and its workers stop.
-func (j *job) work(ctx context.Context, base string, gone *atomic.Bool) {
+// ends, or the peer is gone: a piece that fails goes back to the queue; a failed peer is dropped
+// once and its workers stop; a busy one is rested (busy) and asked again.
+func (j *job) work(ctx context.Context, base string, hs *holderState) {
 	for {
 		var i int
 		select {
@@ -195,14 +217,22 @@ func (j *job) work(ctx context.Context, base string, gone *atomic.Bool) {
 		case <-ctx.Done():
 			return
 		}
-		if gone.Load() {
+		if hs.gone.Load() {
 			j.queue <- i
 			return
 		}
 		off := int64(i) * j.o.Piece
-		if err := getPiece(ctx, j.o, base, j.d, off, min(j.o.Piece, j.size-off), j.f); err != nil {
+		err := getPiece(ctx, j.o, base, j.d, off, min(j.o.Piece, j.size-off), j.f)
+		if err != nil {
 			j.queue <- i
-			if ctx.Err() == nil && gone.CompareAndSwap(false, true) {
+			var b *busyError
+			if errors.As(err, &b) && ctx.Err() == nil {
+				if !j.rest(ctx, base, hs, b.after) {
+					return
+				}
+				continue
+			}
+			if ctx.Err() == nil && hs.gone.CompareAndSwap(false, true) {
 				j.dropped.Add(1)
 				j.o.Log.Warn("peer dropped for this layer", "peer", base, "layer", j.d.String(), "err", err)
 				if j.o.OnDrop != nil {
@@ -211,12 +241,38 @@ func (j *job) work(ctx context.Context, base string, gone *atomic.Bool) {
 			}
 			return
 		}
+		hs.busySince.Store(0)
 		j.progress(min(j.o.Piece, j.size-off))
 		j.completed <- i
 		if j.left.Add(-1) == 0 {
 			close(j.finished)
 		}
 	}
+}
+
+// rest waits out a busy answer's Retry-After (after), within what is left of BusyGrace since the
+// peer first answered busy, and reports whether to ask the peer again: false once the grace is over
+// (the peer is left for this layer, once, without a drop) or the fetch ended.
+func (j *job) rest(ctx context.Context, base string, hs *holderState, after time.Duration) bool {
+	now := time.Now()
+	hs.busySince.CompareAndSwap(0, now.UnixNano())
+	left := j.o.BusyGrace - now.Sub(time.Unix(0, hs.busySince.Load()))
+	if left <= 0 {
+		if hs.gone.CompareAndSwap(false, true) {
+			j.busy.Add(1)
+			j.o.Log.Info("peer stayed busy; this layer no longer waits for it", "peer", base, "layer", j.d.String(), "waited", j.o.BusyGrace)
+		}
+		return false
+	}
+	t := time.NewTimer(min(after, left))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-j.finished:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // progress counts a written piece of n bytes and reports the bytes received so far.
@@ -351,6 +407,11 @@ func head(ctx context.Context, o Options, base string, d digest.Digest, size int
 	return true, nil
 }
 
+// busyError is a peer's busy answer: no bytes came, and the peer is fine.
+type busyError struct{ after time.Duration }
+
+func (e *busyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.after) }
+
 // getPiece reads bytes [off, off+n) of d from base into f at off, refusing an answer of any other
 // range or encoding and reading at most n bytes of it.
 func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off, n int64, f *os.File) error {
@@ -359,6 +420,9 @@ func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off,
 		return err
 	}
 	defer resp.Body.Close()
+	if after, ok := peer.BusyAnswer(resp); ok {
+		return &busyError{after: after}
+	}
 	if err := bounded.CheckEncoding(resp.Header.Get("Content-Encoding")); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -246,6 +247,72 @@ func TestFetchRefusals(t *testing.T) {
 		_, _, err := fetch(t, o, []string{p}, d, int64(len(b)))
 		if !errors.Is(err, peerblobs.ErrNoPeer) || !strings.Contains(dr.by[p], peer.DropError) {
 			t.Errorf("err %v, drops %v", err, dr.by)
+		}
+	})
+}
+
+// busyFor answers the first n GETs as a peer whose serving slots are all taken (503, Retry-After 1),
+// n < 0: every GET; retryAfter "" sends a 503 without Retry-After (a failure, not busy).
+func busyFor(n int, retryAfter string) func(http.Handler) http.Handler {
+	var mu sync.Mutex
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			busy := r.Method == http.MethodGet && n != 0
+			if busy && n > 0 {
+				n--
+			}
+			mu.Unlock()
+			if busy {
+				if retryAfter != "" {
+					w.Header().Set("Retry-After", retryAfter)
+				}
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// A busy peer is rested and asked again, not dropped; one busy past BusyGrace is left for the
+// layer (the registry serves it) without counting as a failure; a 503 without Retry-After is one.
+func TestBusyPeers(t *testing.T) {
+	b, d := blob(t, 256<<10)
+	t.Run("busy a while, then serves", func(t *testing.T) {
+		var dr drops
+		o := dr.opts()
+		start := time.Now()
+		got, res, err := fetch(t, o, []string{warmPeer(t, map[digest.Digest][]byte{d: b}, busyFor(3, "1"))}, d, int64(len(b)))
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("Fetch: %v (bytes equal %v); want the blob from the one peer once its slot freed", err, bytes.Equal(got, b))
+		}
+		if res.Dropped != 0 || res.Busy != 0 || len(dr.by) != 0 {
+			t.Errorf("result %+v, drops %v: a busy peer is not dropped", res, dr.by)
+		}
+		if el := time.Since(start); el < time.Second {
+			t.Errorf("took %v: the Retry-After (1 s) was not waited", el)
+		}
+	})
+	t.Run("busy past the grace", func(t *testing.T) {
+		var dr drops
+		o := dr.opts()
+		o.BusyGrace = 1500 * time.Millisecond
+		start := time.Now()
+		_, res, err := fetch(t, o, []string{warmPeer(t, map[digest.Digest][]byte{d: b}, busyFor(-1, "1"))}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || res.Busy != 1 || res.Dropped != 0 || len(dr.by) != 0 {
+			t.Fatalf("Fetch: %v, result %+v, drops %v; want ErrNoPeer with the peer left as busy, not dropped", err, res, dr.by)
+		}
+		if el := time.Since(start); el < o.BusyGrace || el > o.BusyGrace+3*time.Second {
+			t.Errorf("gave up after %v, want about the grace (%v)", el, o.BusyGrace)
+		}
+	})
+	t.Run("a 503 without Retry-After is a failure", func(t *testing.T) {
+		var dr drops
+		p := warmPeer(t, map[digest.Digest][]byte{d: b}, busyFor(-1, ""))
+		_, res, err := fetch(t, dr.opts(), []string{p}, d, int64(len(b)))
+		if !errors.Is(err, peerblobs.ErrNoPeer) || res.Dropped != 1 || dr.by[p] != peer.DropError {
+			t.Fatalf("Fetch: %v, result %+v, drops %v; want the peer dropped as an error", err, res, dr.by)
 		}
 	})
 }

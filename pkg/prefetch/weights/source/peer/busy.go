@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -20,34 +18,10 @@ const DefaultRefreshEvery = 5 * time.Second
 // per waiting fetch per second is cheap next to a chunk that waits seconds longer.
 const waitingRefreshEvery = time.Second
 
-// Bounds of a busy peer's Retry-After: asked again after at least a second, at most half a minute
-// (a peer that claims longer is asked sooner: its slots may free early).
-const (
-	minRetryAfter = time.Second
-	maxRetryAfter = 30 * time.Second
-)
-
 // busyError is a peer's "every serving slot is taken": no bytes came, and the peer is fine.
 type busyError struct{ after time.Duration }
 
 func (e *busyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.after) }
-
-// busyAnswer reports whether resp is a serving node's busy answer (503 with Retry-After in seconds),
-// and when to ask again. A 503 without Retry-After (the peer could not check the token) is a failure.
-func busyAnswer(resp *http.Response) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
-	}
-	v := resp.Header.Get("Retry-After")
-	if v == "" {
-		return 0, false
-	}
-	secs, err := strconv.Atoi(v)
-	if err != nil {
-		return minRetryAfter, true // an HTTP date: not what warmd sends; ask again soon
-	}
-	return min(max(time.Duration(secs)*time.Second, minRetryAfter), maxRetryAfter), true
-}
 
 // busy reports whether err is m's busy answer, and if so rests m until its Retry-After: it is not
 // dropped, and this fetch asks it again afterwards.

@@ -439,7 +439,7 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if after, ok := busyAnswer(resp); ok {
+	if after, ok := peer.BusyAnswer(resp); ok {
 		return 0, &busyError{after: after}
 	}
 	if resp.StatusCode == http.StatusNotFound {
