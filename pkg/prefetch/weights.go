@@ -107,6 +107,9 @@ type ModelStatus struct {
 	// staging file and those parts' byte ranges: what the peer server may serve of it. Replaced,
 	// never changed; nil once Ready. Like Staged, the node's own business.
 	Pieces map[string]StagedPieces `json:"-"`
+	// Servable counts what of a download in flight the peer server serves already (Staged and
+	// Pieces, for `warmd status`); nil when nothing is, and once Ready.
+	Servable *Servable `json:"servable,omitempty"`
 	// From says where this download's bytes came from when peers are on (nil otherwise).
 	From     *ByteSources `json:"from,omitempty"`
 	Started  time.Time    `json:"started,omitzero"`
@@ -193,6 +196,14 @@ func StagedIn(store *state.Store) func(model, revision string) map[string]string
 		}
 		return ms.Staged
 	}
+}
+
+// Servable is how much of a download in flight this node serves to its peers before it publishes:
+// files verified whole, and files of which only some parts are verified, with those parts' bytes.
+type Servable struct {
+	Files     int   `json:"files"`
+	PartFiles int   `json:"partFiles,omitempty"`
+	PartBytes int64 `json:"partBytes,omitempty"`
 }
 
 // StagedPieces is a file of a download in flight some of whose parts are verified.

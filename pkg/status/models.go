@@ -79,8 +79,20 @@ func renderModels(w io.Writer, st *api.RawStatus, now time.Time) error {
 		if wm, ok := ws.Model(n); ok && wm.From != nil {
 			fmt.Fprintf(w, "  %s %s\n", n, byteSources(*wm.From))
 		}
+		if wm, ok := ws.Model(n); ok && wm.Servable != nil && wm.State != prefetch.StateReady {
+			fmt.Fprintf(w, "  %s %s\n", n, servable(*wm.Servable))
+		}
 	}
 	return nil
+}
+
+// servable says what of a download in flight this node's peers may read from it already.
+func servable(s prefetch.Servable) string {
+	out := fmt.Sprintf("serving peers before it publishes: %d file(s) verified whole", s.Files)
+	if s.PartFiles > 0 {
+		out += fmt.Sprintf(", %s verified in parts of %d more", units.Bytes(s.PartBytes), s.PartFiles)
+	}
+	return out
 }
 
 // byteSources says where a download's bytes came from (peers.enabled).

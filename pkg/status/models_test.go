@@ -16,3 +16,18 @@ func TestByteSources(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
+
+// What a download in flight serves its peers already: whole files, and parts of others when any.
+func TestServable(t *testing.T) {
+	for _, tc := range []struct {
+		in   prefetch.Servable
+		want string
+	}{
+		{prefetch.Servable{Files: 3}, "serving peers before it publishes: 3 file(s) verified whole"},
+		{prefetch.Servable{Files: 1, PartFiles: 2, PartBytes: 192 << 20}, "serving peers before it publishes: 1 file(s) verified whole, 192.0 MiB verified in parts of 2 more"},
+	} {
+		if got := servable(tc.in); got != tc.want {
+			t.Errorf("servable(%+v)\n got  %q\n want %q", tc.in, got, tc.want)
+		}
+	}
+}

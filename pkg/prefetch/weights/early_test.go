@@ -58,6 +58,7 @@ func TestVerifiedFilesAreStagedBeforeReady(t *testing.T) {
 		mu     sync.Mutex
 		staged map[string]string
 		state  prefetch.State
+		served *prefetch.Servable
 		once   sync.Once
 	)
 	done := make(chan struct{})
@@ -65,7 +66,7 @@ func TestVerifiedFilesAreStagedBeforeReady(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s.State == prefetch.StateDownloading && len(s.Staged) == len(model)-1 {
-			staged, state = s.Staged, s.State
+			staged, state, served = s.Staged, s.State, s.Servable
 			once.Do(func() { close(done) })
 		}
 	}
@@ -90,6 +91,9 @@ func TestVerifiedFilesAreStagedBeforeReady(t *testing.T) {
 	if _, ok := staged[held]; ok || state != prefetch.StateDownloading {
 		t.Errorf("the file still downloading is named staged (%v, %s)", staged, state)
 	}
+	if served == nil || served.Files != len(staged) || served.PartFiles != 0 {
+		t.Errorf("Servable %+v beside %d staged files, want them counted", served, len(staged))
+	}
 	for name, rel := range staged {
 		got, rerr := os.ReadFile(filepath.Join(data, "weights", rel))
 		if rerr != nil || !bytes.Equal(got, model[name]) {
@@ -99,8 +103,8 @@ func TestVerifiedFilesAreStagedBeforeReady(t *testing.T) {
 	mu.Unlock()
 	close(g.open)
 	<-fetched
-	if err != nil || st.State != prefetch.StateReady || st.Staged != nil {
-		t.Fatalf("after the held file: %s, staged %v, %v", st.State, st.Staged, err)
+	if err != nil || st.State != prefetch.StateReady || st.Staged != nil || st.Servable != nil {
+		t.Fatalf("after the held file: %s, staged %v, servable %+v, %v", st.State, st.Staged, st.Servable, err)
 	}
 	checkSnapshot(t, st.SnapshotPath, model)
 }

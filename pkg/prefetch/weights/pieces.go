@@ -292,6 +292,7 @@ func (f *fetch) addPiece(i int, a, b int64) {
 	cur := pieces[sf.obj.Key]
 	pieces[sf.obj.Key] = prefetch.StagedPieces{Path: sf.data.String(), Spans: mergeSpan(cur.Spans, a, b)}
 	f.status.Pieces = pieces
+	f.countServableLocked()
 }
 
 // resetPieces forgets what was verified of file i's parts (the file failed verification and is
@@ -314,6 +315,21 @@ func (f *fetch) dropPiecesLocked(key string) {
 		pieces := maps.Clone(f.status.Pieces)
 		delete(pieces, key)
 		f.status.Pieces = pieces
+	}
+	f.countServableLocked()
+}
+
+// countServableLocked sets ModelStatus.Servable from Staged and Pieces (a new value; under f.mu).
+func (f *fetch) countServableLocked() {
+	s := prefetch.Servable{Files: len(f.status.Staged), PartFiles: len(f.status.Pieces)}
+	for _, p := range f.status.Pieces {
+		for _, sp := range p.Spans {
+			s.PartBytes += sp[1] - sp[0]
+		}
+	}
+	f.status.Servable = nil
+	if s.Files+s.PartFiles > 0 {
+		f.status.Servable = &s
 	}
 }
 

@@ -145,6 +145,7 @@ func TestPartsAreServedBeforeTheirFile(t *testing.T) {
 		early    []byte // part 2's bytes read from staging when Pieces first named it
 		listed   bool
 		tooEarly string
+		counted  *prefetch.Servable // Servable when parts 1-2 were first listed
 	)
 	want := [][2]int64{{0, 3 << 20}}
 	reached := make(chan struct{})
@@ -163,6 +164,7 @@ func TestPartsAreServedBeforeTheirFile(t *testing.T) {
 		}
 		if !listed && len(pc.Spans) == 1 && pc.Spans[0] == want[0] {
 			listed = true
+			counted = s.Servable
 			b, err := os.ReadFile(filepath.Join(data, "weights", pc.Path))
 			if err == nil && len(b) == len(model[across]) {
 				early = b[:3<<20]
@@ -201,8 +203,11 @@ func TestPartsAreServedBeforeTheirFile(t *testing.T) {
 	if ps.corruptReads() < 2 {
 		t.Errorf("the corrupted range was read %d time(s); its part must be fetched again once it mismatches", ps.corruptReads())
 	}
-	if err != nil || st.State != prefetch.StateReady || st.Pieces != nil {
-		t.Fatalf("after the held parts: %s, pieces %v, %v", st.State, st.Pieces, err)
+	if counted == nil || counted.PartFiles < 1 || counted.PartBytes < want[0][1] {
+		t.Errorf("Servable %+v when parts 1-2 of %s were listed: want their %d bytes counted", counted, across, want[0][1])
+	}
+	if err != nil || st.State != prefetch.StateReady || st.Pieces != nil || st.Servable != nil {
+		t.Fatalf("after the held parts: %s, pieces %v, servable %+v, %v", st.State, st.Pieces, st.Servable, err)
 	}
 	checkSnapshot(t, st.SnapshotPath, model)
 	for _, fv := range st.Files {

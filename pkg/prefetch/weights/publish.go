@@ -173,7 +173,7 @@ func (f *fetch) publish() error {
 	}
 	f.mu.Lock()
 	f.status.State = prefetch.StateReady
-	f.status.Staged, f.status.Pieces = nil, nil // served from the snapshot now
+	f.status.Staged, f.status.Pieces, f.status.Servable = nil, nil, nil // served from the snapshot now
 	f.status.BytesDone = f.status.BytesTotal
 	f.status.SnapshotPath = root.Name(final)
 	f.status.Finished = e.opts.Now().UTC()
