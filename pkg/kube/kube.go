@@ -14,6 +14,7 @@ package kube
 import (
 	"fmt"
 	"net/http"
+	goruntime "runtime"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	coordv1 "k8s.io/api/coordination/v1"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"warmd.io/warmd/pkg/version"
 )
 
 // Scheme holds the API types this client reads and writes: core/v1, coordination.k8s.io/v1 and
@@ -94,11 +97,13 @@ type Client struct {
 var _ Interface = (*Client)(nil)
 
 // NewForConfig builds a Client from a rest.Config (pkg/kubeconfig loads one). QPS and Burst default
-// to client-go's (5 and 10) and are shared by every group.
+// to client-go's (5 and 10) and are shared by every group. The user agent, unless set, names warmd
+// and its version ("warmd/v0.4.0 (linux/amd64)"), so an API server's audit log tells its requests
+// apart.
 func NewForConfig(c *rest.Config) (*Client, error) {
 	cfg := *c
 	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+		cfg.UserAgent = UserAgent()
 	}
 	if cfg.RateLimiter == nil && cfg.QPS > 0 {
 		if cfg.Burst <= 0 {
@@ -111,6 +116,11 @@ func NewForConfig(c *rest.Config) (*Client, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return NewForConfigAndClient(&cfg, h)
+}
+
+// UserAgent is the user agent warmd's requests carry.
+func UserAgent() string {
+	return fmt.Sprintf("warmd/%s (%s/%s)", version.Version, goruntime.GOOS, goruntime.GOARCH)
 }
 
 // NewForConfigAndClient builds a Client whose requests go through h.

@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,12 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// Requests name warmd and its build, for the API server's audit log.
+func TestUserAgentNamesWarmd(t *testing.T) {
+	if ua := kube.UserAgent(); !strings.HasPrefix(ua, "warmd/") || !strings.Contains(ua, runtime.GOOS+"/"+runtime.GOARCH) {
+		t.Errorf("user agent %q, want warmd/<version> (<os>/<arch>)", ua)
 	}
 }
