@@ -3,7 +3,8 @@
 // kube-controller-manager, kube-apiserver with RBAC, NodeRestriction and the admission policy), and
 // checked the way users see it: pod readiness, what its own ServiceAccount may write, a vLLM pod
 // scheduled onto the warm node through the real scheduler and extender with its image already present
-// and its weights read from warmd's volume, the chart's extender over mutual TLS with the chart's own
+// and its weights read from warmd's volume, the scheduler placing by the extender's prioritize once a
+// second (registered, kubelet-less) Node fits too, the chart's extender over mutual TLS with the chart's own
 // second scheduler, the vLLM start measured from the CRI log, a real Prometheus scraping the shipped
 // monitors and answering the ScaledObject's queries, the kubelet's
 // image GC against warmd's pins, a ConfigMap edit through the projected volume, and a pod restart
@@ -45,6 +46,7 @@ func TestWarmdOnARealNode(t *testing.T) {
 		{"vllm pod waits while the node is cold", e.vllmPendingWhileCold, true},
 		{"image and model get warm and the startup taint is removed", e.warmAndUntainted, true},
 		{"scheduler with the shipped config and the extender places the vllm pod on the warm node", e.vllmScheduledWarm, true},
+		{"with a second Node, kube-scheduler asks the extender's prioritize and places by its ranking", e.schedulerRanks, false},
 		{"follower records the vllm start and its phases from the CRI log", e.followerRecordsStart, false},
 		{"ServiceMonitors, PodMonitor and ScaledObjects select what exists", e.monitoringSelectsWhatExists, false},
 		{"a real Prometheus scrapes the shipped monitors and answers the ScaledObject's queries", e.prometheusAnswersKEDA, false},

@@ -70,23 +70,7 @@ func (e *e2e) mainScheduler(ctx context.Context, t *testing.T) {
 // extenderRequests sums warmd_extender_requests_total{result="ok"} over the extender pods.
 func (e *e2e) extenderRequests(ctx context.Context, t *testing.T) float64 {
 	t.Helper()
-	l, err := e.c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=warmd-extender"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, p := range l.Items {
-		if p.Status.PodIP == "" {
-			continue
-		}
-		code, body, err := httpGetInNode(ctx, e.c, fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, e.extenderMetricsPort()))
-		if err != nil || code != 200 {
-			t.Fatalf("extender %s /metrics: %d %v", p.Name, code, err)
-		}
-		v, _ := metricSum(body, "warmd_extender_requests_total", `result="ok"`)
-		sum += v
-	}
-	return sum
+	return e.extenderVerb(ctx, t, "")
 }
 
 // extenderMetricsPort is where the extender serves /metrics: its scheduler port, or the plain
