@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -32,21 +33,29 @@ const (
 	MaxRetryAfter = 30 * time.Second
 )
 
-// BusyAnswer reports whether resp is a serving node's busy answer (503 with Retry-After in seconds:
-// every serving slot is taken by other downloaders, pkg/peer/serve) and when to ask again, within
-// MinRetryAfter..MaxRetryAfter. A busy peer is fine: a fetching side rests it and asks again, it
-// does not drop it. A 503 without Retry-After (the peer could not check the token) is a failure.
-func BusyAnswer(resp *http.Response) (time.Duration, bool) {
+// BusyError is a serving node's busy answer (503 with Retry-After in seconds: every serving slot
+// is taken by other downloaders, pkg/peer/serve): no bytes came, and the peer is fine. A fetching
+// side rests the peer until After and asks again; it does not drop it.
+type BusyError struct {
+	// After is when to ask again, within MinRetryAfter..MaxRetryAfter.
+	After time.Duration
+}
+
+func (e *BusyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.After) }
+
+// Busy returns a *BusyError when resp is a serving node's busy answer, nil otherwise. A 503
+// without Retry-After (the peer could not check the token) is a failure, not busy: nil.
+func Busy(resp *http.Response) error {
 	if resp.StatusCode != http.StatusServiceUnavailable {
-		return 0, false
+		return nil
 	}
 	v := resp.Header.Get("Retry-After")
 	if v == "" {
-		return 0, false
+		return nil
 	}
 	secs, err := strconv.Atoi(v)
 	if err != nil {
-		return MinRetryAfter, true // an HTTP date: not what warmd sends; ask again soon
+		return &BusyError{After: MinRetryAfter} // an HTTP date: not what warmd sends; ask again soon
 	}
-	return min(max(time.Duration(secs)*time.Second, MinRetryAfter), MaxRetryAfter), true
+	return &BusyError{After: min(max(time.Duration(secs)*time.Second, MinRetryAfter), MaxRetryAfter)}
 }

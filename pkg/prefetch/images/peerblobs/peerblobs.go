@@ -65,7 +65,7 @@ type Options struct {
 	// Stall fails a request that waited this long while receiving under 64 KiB; the peer is
 	// dropped. Default DefaultStall.
 	Stall time.Duration
-	// BusyGrace bounds how long a peer that answers busy (503 with Retry-After, peer.BusyAnswer) is
+	// BusyGrace bounds how long a peer that answers busy (503 with Retry-After, peer.Busy) is
 	// waited for: its worker puts the piece back for the other peers, rests until the Retry-After
 	// and asks again; a peer busy this long since it last served a piece is left for this layer,
 	// not dropped (it is fine, only full). Default DefaultBusyGrace.
@@ -225,9 +225,9 @@ func (j *job) work(ctx context.Context, base string, hs *holderState) {
 		err := getPiece(ctx, j.o, base, j.d, off, min(j.o.Piece, j.size-off), j.f)
 		if err != nil {
 			j.queue <- i
-			var b *busyError
+			var b *peer.BusyError
 			if errors.As(err, &b) && ctx.Err() == nil {
-				if !j.rest(ctx, base, hs, b.after) {
+				if !j.rest(ctx, base, hs, b.After) {
 					return
 				}
 				continue
@@ -407,11 +407,6 @@ func head(ctx context.Context, o Options, base string, d digest.Digest, size int
 	return true, nil
 }
 
-// busyError is a peer's busy answer: no bytes came, and the peer is fine.
-type busyError struct{ after time.Duration }
-
-func (e *busyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.after) }
-
 // getPiece reads bytes [off, off+n) of d from base into f at off, refusing an answer of any other
 // range or encoding and reading at most n bytes of it.
 func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off, n int64, f *os.File) error {
@@ -420,8 +415,8 @@ func getPiece(ctx context.Context, o Options, base string, d digest.Digest, off,
 		return err
 	}
 	defer resp.Body.Close()
-	if after, ok := peer.BusyAnswer(resp); ok {
-		return &busyError{after: after}
+	if err := peer.Busy(resp); err != nil {
+		return err
 	}
 	if err := bounded.CheckEncoding(resp.Header.Get("Content-Encoding")); err != nil {
 		return err

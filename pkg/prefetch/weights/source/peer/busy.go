@@ -3,9 +3,10 @@ package peer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
+
+	"warmd.io/warmd/pkg/peer"
 )
 
 // DefaultRefreshEvery is how often a running fetch looks its warm peers up again by default: a node
@@ -18,20 +19,15 @@ const DefaultRefreshEvery = 5 * time.Second
 // per waiting fetch per second is cheap next to a chunk that waits seconds longer.
 const waitingRefreshEvery = time.Second
 
-// busyError is a peer's "every serving slot is taken": no bytes came, and the peer is fine.
-type busyError struct{ after time.Duration }
-
-func (e *busyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.after) }
-
 // busy reports whether err is m's busy answer, and if so rests m until its Retry-After: it is not
 // dropped, and this fetch asks it again afterwards.
 func (s *Source) busy(m *member, err error) bool {
-	var b *busyError
+	var b *peer.BusyError
 	if !errors.As(err, &b) {
 		return false
 	}
-	m.busyUntil.Store(time.Now().Add(b.after).UnixNano())
-	s.o.Log.Debug("peer busy with other downloaders; its chunk goes elsewhere", "model", s.o.Model, "peer", m.host, "retry", b.after)
+	m.busyUntil.Store(time.Now().Add(b.After).UnixNano())
+	s.o.Log.Debug("peer busy with other downloaders; its chunk goes elsewhere", "model", s.o.Model, "peer", m.host, "retry", b.After)
 	return true
 }
 

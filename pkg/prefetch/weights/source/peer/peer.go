@@ -439,8 +439,8 @@ func (s *Source) fromPeer(ctx context.Context, m *member, name fsroot.Path, off,
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if after, ok := peer.BusyAnswer(resp); ok {
-		return 0, &busyError{after: after}
+	if err := peer.Busy(resp); err != nil {
+		return 0, err
 	}
 	if resp.StatusCode == http.StatusNotFound {
 		return 0, fmt.Errorf("%w: %s", errNotHeld, name)
