@@ -29,7 +29,7 @@ step "2. Starting S3 (versitygw) and a registry, both on 127.0.0.1"
 s3port=$(port)
 mkdir -p "$demo/s3"
 export AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo-secret-key
-ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY "$bin/versitygw" --port "127.0.0.1:$s3port" --quiet posix "$demo/s3" >"$demo/versitygw.log" 2>&1 &
+ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY "$bin/versitygw" --port "127.0.0.1:$s3port" --keep-alive --quiet posix "$demo/s3" >"$demo/versitygw.log" 2>&1 &
 pids+=($!)
 regport=$(port)
 printf 'version: 0.1\nstorage: {filesystem: {rootdirectory: %s}}\nhttp: {addr: 127.0.0.1:%s}\nlog: {level: warn}\n' "$demo/registry" "$regport" >"$demo/registry.yml"

@@ -113,8 +113,12 @@ func NewS3(ctx context.Context, cfg config.S3, opts Options) (*S3, error) {
 	httpClient := base.WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = 2 * n
 		t.MaxIdleConnsPerHost = 2 * n
-		t.ReadBufferSize = 256 << 10
-		t.WriteBufferSize = 256 << 10
+		// Each connection's bufio reader and writer. Bodies bypass both: ReadRange reads into the
+		// caller's buffer (a read at least this big goes straight to the socket), and a request body
+		// goes to the socket once the headers are flushed. So these hold headers and small answers,
+		// and 64 KiB each (not 256) keeps 16 ranged GETs in flight to 2 MiB of buffers, not 8.
+		t.ReadBufferSize = 64 << 10
+		t.WriteBufferSize = 64 << 10
 		t.DisableCompression = true
 		t.IdleConnTimeout = 90 * time.Second
 	}).WithTimeout(0) // bodies of big ranges take as long as they take; the stall bound and ctx bound them

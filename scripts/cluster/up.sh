@@ -241,7 +241,7 @@ YML
 start registry /usr/bin/docker-registry serve "$dir/registry.yml"
 s3key=warmd-$(head -c6 /dev/urandom | od -An -tx1 | tr -d ' \n')
 s3secret=$(head -c24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-start versitygw env ROOT_ACCESS_KEY="$s3key" ROOT_SECRET_KEY="$s3secret" "$bin/versitygw" --port "$nodeip:7070" --quiet posix "$dir/s3"
+start versitygw env ROOT_ACCESS_KEY="$s3key" ROOT_SECRET_KEY="$s3secret" "$bin/versitygw" --port "$nodeip:7070" --keep-alive --quiet posix "$dir/s3"
 
 # --- etcd, kube-apiserver ---
 start etcd "$bin/etcd" --name default --data-dir "$dir/etcd" --unsafe-no-fsync \

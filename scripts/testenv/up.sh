@@ -90,7 +90,7 @@ s3dir=$root/s3
 mkdir -p "$s3dir"
 s3key=warmd-$(head -c6 /dev/urandom | od -An -tx1 | tr -d ' \n')
 s3secret=$(head -c24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ROOT_ACCESS_KEY=$s3key ROOT_SECRET_KEY=$s3secret setsid "$bin/versitygw" --port "127.0.0.1:$s3port" --quiet posix "$s3dir" >"$root/versitygw.log" 2>&1 &
+ROOT_ACCESS_KEY=$s3key ROOT_SECRET_KEY=$s3secret setsid "$bin/versitygw" --port "127.0.0.1:$s3port" --keep-alive --quiet posix "$s3dir" >"$root/versitygw.log" 2>&1 &
 echo $! >>"$pids"
 wait_for versitygw 30 bash -c "exec 3<>/dev/tcp/127.0.0.1/$s3port"
 
