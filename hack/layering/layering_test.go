@@ -74,6 +74,7 @@ func TestClientsetRule(t *testing.T) {
 	m := map[string]*Package{
 		"pkg/peer":         {Path: "pkg/peer", Foreign: []string{"k8s.io/client-go/kubernetes/typed/core/v1", "k8s.io/client-go/listers/core/v1", "k8s.io/client-go/rest"}},
 		"pkg/extender":     {Path: "pkg/extender", Foreign: []string{"k8s.io/client-go/tools/leaderelection/resourcelock", "k8s.io/client-go/tools/cache"}},
+		"pkg/readiness":    {Path: "pkg/readiness", Foreign: []string{"k8s.io/client-go/tools/record", "k8s.io/client-go/tools/reference"}},
 		"internal/testenv": {Path: "internal/testenv", Foreign: []string{"k8s.io/client-go/informers"}},
 	}
 	a, err := ParseAllow("allow.txt", "")
@@ -81,9 +82,10 @@ func TestClientsetRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Check(m, a)
-	want := []string{"pkg/extender links k8s.io/client-go/tools/leaderelection/resourcelock: use pkg/kube", "pkg/peer links k8s.io/client-go/kubernetes/typed/core/v1: use pkg/kube"}
+	want := []string{"pkg/extender links k8s.io/client-go/tools/leaderelection/resourcelock: use pkg/kube", "pkg/peer links k8s.io/client-go/kubernetes/typed/core/v1: use pkg/kube",
+		"pkg/readiness links k8s.io/client-go/tools/record: use pkg/kube"}
 	if len(got) != len(want) {
-		t.Fatalf("violations %q, want the two of %q (the core/v1 lister, rest, cache and a test helper's are fine)", got, want)
+		t.Fatalf("violations %q, want the three of %q (the core/v1 lister, rest, cache, reference and a test helper's are fine)", got, want)
 	}
 	for i, w := range want {
 		if !strings.HasPrefix(got[i], w) {

@@ -6,7 +6,8 @@
 //     and pkg/version only);
 //   - no folder-level import runs back up (no cycle between folders such as pkg/cache and pkg/peer);
 //   - nothing under pkg/ or cmd/ links client-go's Clientset, informer factory, apply
-//     configurations, discovery or leader election: the API server is reached through pkg/kube;
+//     configurations, discovery, leader election, generic typed client or event recorder: the API
+//     server is reached through pkg/kube;
 //
 // except for today's known violations, each named with its issue in hack/layering/allow.txt, so a
 // new violation fails while the old ones wait for their fix. It also draws the folder-level import

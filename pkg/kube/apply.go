@@ -33,7 +33,7 @@ func NewNodeApply(name string) *NodeApply {
 	return &NodeApply{Kind: "Node", APIVersion: "v1", Metadata: NodeApplyMeta{Name: &name}}
 }
 
-// GetName is the Node's name (the generic client's apply needs it).
+// GetName is the Node's name, which the apply request is sent to.
 func (a *NodeApply) GetName() *string { return a.Metadata.Name }
 
 // WithLabels sets the labels to apply (none: ownership of every label given up).

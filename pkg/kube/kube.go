@@ -6,9 +6,9 @@
 // and so links their types, typed clients, informers, listers and apply configurations, about a
 // third of warmd's binary. The daemon runs on every GPU node for days, and an idle process keeps its
 // binary's pages resident (issue 26 item 7, `make bench-idle`): what it never calls should not be
-// there. The method names follow client-go's (c.CoreV1().Nodes().Get(…)), built on client-go's own
-// generic typed client (k8s.io/client-go/gentype), so call sites read as client-go's do and the
-// requests are the ones client-go would send.
+// there. The method names follow client-go's (c.CoreV1().Nodes().Get(…)), so call sites read as
+// client-go's do, and the requests are the ones client-go's generated clients send, over client-go's
+// REST client (pkg/kube/resource.go).
 package kube
 
 import (
@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -72,20 +71,20 @@ type AuthenticationV1 interface {
 	TokenReviews() *TokenReviews
 }
 
-// The typed clients: client-go's generic ones, instantiated for the types warmd uses.
+// The typed clients of the resources warmd uses (pkg/kube/resource.go).
 type (
 	// Nodes reads, watches and applies Nodes (labels, annotations, the WarmdReady condition).
-	Nodes = gentype.ClientWithListAndApply[*corev1.Node, *corev1.NodeList, *NodeApply]
+	Nodes = NodeResource
 	// Pods reads and watches Pods (tests also create them).
-	Pods = gentype.ClientWithList[*corev1.Pod, *corev1.PodList]
-	// Events lists Events and lets the event recorders write them.
-	Events = gentype.ClientWithList[*corev1.Event, *corev1.EventList]
+	Pods = ListResource[*corev1.Pod, *corev1.PodList]
+	// Events lists Events and lets the event recorder write them.
+	Events = ListResource[*corev1.Event, *corev1.EventList]
 	// Namespaces creates the namespaces tests run in.
-	Namespaces = gentype.ClientWithList[*corev1.Namespace, *corev1.NamespaceList]
+	Namespaces = ListResource[*corev1.Namespace, *corev1.NamespaceList]
 	// Leases reads and writes Leases.
-	Leases = gentype.ClientWithList[*coordv1.Lease, *coordv1.LeaseList]
+	Leases = ListResource[*coordv1.Lease, *coordv1.LeaseList]
 	// TokenReviews asks the API server who a bearer token is.
-	TokenReviews = gentype.Client[*authnv1.TokenReview]
+	TokenReviews = Resource[*authnv1.TokenReview]
 )
 
 // Client implements Interface over one HTTP client and one rate limiter shared by its groups, as
@@ -160,40 +159,34 @@ func (c *Client) AuthenticationV1() AuthenticationV1 { return authn{c.authn} }
 type core struct{ rc rest.Interface }
 
 func (g core) Nodes() *Nodes {
-	return gentype.NewClientWithListAndApply[*corev1.Node, *corev1.NodeList, *NodeApply]("nodes", g.rc, parameterCodec, "",
-		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} },
-		gentype.PrefersProtobuf[*corev1.Node]())
+	return &Nodes{newListResource(g.rc, "nodes", "", func() *corev1.Node { return &corev1.Node{} },
+		func() *corev1.NodeList { return &corev1.NodeList{} })}
 }
 
 func (g core) Pods(ns string) *Pods {
-	return gentype.NewClientWithList[*corev1.Pod, *corev1.PodList]("pods", g.rc, parameterCodec, ns,
-		func() *corev1.Pod { return &corev1.Pod{} }, func() *corev1.PodList { return &corev1.PodList{} },
-		gentype.PrefersProtobuf[*corev1.Pod]())
+	return newListResource(g.rc, "pods", ns, func() *corev1.Pod { return &corev1.Pod{} },
+		func() *corev1.PodList { return &corev1.PodList{} })
 }
 
 func (g core) Events(ns string) *Events {
-	return gentype.NewClientWithList[*corev1.Event, *corev1.EventList]("events", g.rc, parameterCodec, ns,
-		func() *corev1.Event { return &corev1.Event{} }, func() *corev1.EventList { return &corev1.EventList{} },
-		gentype.PrefersProtobuf[*corev1.Event]())
+	return newListResource(g.rc, "events", ns, func() *corev1.Event { return &corev1.Event{} },
+		func() *corev1.EventList { return &corev1.EventList{} })
 }
 
 func (g core) Namespaces() *Namespaces {
-	return gentype.NewClientWithList[*corev1.Namespace, *corev1.NamespaceList]("namespaces", g.rc, parameterCodec, "",
-		func() *corev1.Namespace { return &corev1.Namespace{} }, func() *corev1.NamespaceList { return &corev1.NamespaceList{} },
-		gentype.PrefersProtobuf[*corev1.Namespace]())
+	return newListResource(g.rc, "namespaces", "", func() *corev1.Namespace { return &corev1.Namespace{} },
+		func() *corev1.NamespaceList { return &corev1.NamespaceList{} })
 }
 
 type coord struct{ rc rest.Interface }
 
 func (g coord) Leases(ns string) *Leases {
-	return gentype.NewClientWithList[*coordv1.Lease, *coordv1.LeaseList]("leases", g.rc, parameterCodec, ns,
-		func() *coordv1.Lease { return &coordv1.Lease{} }, func() *coordv1.LeaseList { return &coordv1.LeaseList{} },
-		gentype.PrefersProtobuf[*coordv1.Lease]())
+	return newListResource(g.rc, "leases", ns, func() *coordv1.Lease { return &coordv1.Lease{} },
+		func() *coordv1.LeaseList { return &coordv1.LeaseList{} })
 }
 
 type authn struct{ rc rest.Interface }
 
 func (g authn) TokenReviews() *TokenReviews {
-	return gentype.NewClient[*authnv1.TokenReview]("tokenreviews", g.rc, parameterCodec, "",
-		func() *authnv1.TokenReview { return &authnv1.TokenReview{} }, gentype.PrefersProtobuf[*authnv1.TokenReview]())
+	return newResource(g.rc, "tokenreviews", "", func() *authnv1.TokenReview { return &authnv1.TokenReview{} })
 }

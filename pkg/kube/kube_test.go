@@ -8,12 +8,17 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/kube"
@@ -69,7 +74,7 @@ func mustJSON(t *testing.T, v any) string {
 
 // Against a real API server: server-side apply through the narrow client owns and gives up keys
 // as client-go's does, the status apply merges one condition, the informers list and watch what
-// their tweak selects, and the event sink writes into the object's namespace.
+// their tweak selects, and every verb of the typed clients does what client-go's does.
 func TestAgainstTheAPIServer(t *testing.T) {
 	env := kubeenv.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -157,20 +162,60 @@ func TestAgainstTheAPIServer(t *testing.T) {
 		}
 	})
 
-	t.Run("the event sink writes into the object's namespace", func(t *testing.T) {
-		bc := record.NewBroadcaster()
-		defer bc.Shutdown()
-		bc.StartRecordingToSink(kube.EventSink{C: c})
-		rec := bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "warmd"})
-		node, err := nodes.Get(ctx, "gpu-1", metav1.GetOptions{})
+	t.Run("every verb of the typed clients", func(t *testing.T) {
+		leases := c.CoordinationV1().Leases(metav1.NamespaceDefault)
+		holder := "a"
+		l, err := leases.Create(ctx, &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "verbs"}, Spec: coordv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec.Event(node, corev1.EventTypeNormal, "Warm", "every model is warm")
-		waitFor(t, "the event", func() bool {
-			l, err := c.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{})
-			return err == nil && len(l.Items) == 1 && l.Items[0].Reason == "Warm" && l.Items[0].InvolvedObject.Name == "gpu-1"
-		})
+		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=verbs", ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		holder = "b"
+		l.Spec.HolderIdentity = &holder
+		if l, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil || *l.Spec.HolderIdentity != "b" {
+			t.Fatalf("update: %v", err)
+		}
+		if l, err = leases.Patch(ctx, "verbs", types.MergePatchType, []byte(`{"spec":{"holderIdentity":"c"}}`), metav1.PatchOptions{}); err != nil || *l.Spec.HolderIdentity != "c" {
+			t.Fatalf("patch: %v", err)
+		}
+		if got, err := leases.Get(ctx, "verbs", metav1.GetOptions{}); err != nil || *got.Spec.HolderIdentity != "c" || got.ResourceVersion != l.ResourceVersion {
+			t.Fatalf("get after patch: %v, %v", got, err)
+		}
+		if list, err := leases.List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 1 {
+			t.Fatalf("list: %v, %v", list, err)
+		}
+		for _, want := range []string{"b", "c"} {
+			select {
+			case ev := <-w.ResultChan():
+				if got, ok := ev.Object.(*coordv1.Lease); !ok || ev.Type != watch.Modified || *got.Spec.HolderIdentity != want {
+					t.Fatalf("watch: %s %T, want the lease modified to holder %s", ev.Type, ev.Object, want)
+				}
+			case <-ctx.Done():
+				t.Fatal("watch saw nothing")
+			}
+		}
+		if err := leases.Delete(ctx, "verbs", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.Get(ctx, "verbs", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("get after delete: %v, want NotFound", err)
+		}
+		n, err := nodes.Get(ctx, "gpu-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+		if n, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil || n.Status.Capacity.Cpu().Value() != 8 {
+			t.Fatalf("update status: %v", err)
+		}
+		review, err := c.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: "not-a-token"}}, metav1.CreateOptions{})
+		if err != nil || review.Status.Authenticated {
+			t.Fatalf("token review of a made-up token: %+v, %v; want an answer, not authenticated", review.Status, err)
+		}
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/kube"
 	"warmd.io/warmd/pkg/model"
@@ -43,20 +42,19 @@ type EventOptions struct {
 	// beyond that are dropped (and logged): a node flapping between states must not flood etcd.
 	Burst int
 	Every time.Duration
-	// Correlator tunes client-go's own deduplication (identical Events within 10 minutes become one
-	// Event with a count) and spam filter; tests shorten it.
-	Correlator record.CorrelatorOptions
+	// Recorder tunes the Event recorder's own repeat counting (identical Events within 10 minutes
+	// become one Event with a count) and per-object bound; tests change them.
+	Recorder kube.RecorderOptions
 }
 
 // Events records warm/cold/failed transitions as Kubernetes Events on this node's Node. The writer
 // calls Observe with what the Node said before a write and what it wrote, so a transition is
 // recorded once, when the Node really changed, and a warmd restart (which finds the labels already
-// there) records nothing. Events are deduplicated by client-go's correlator and bounded by a
+// there) records nothing. Repeats are counted by the recorder (pkg/kube/recorder.go) and bounded by a
 // per-node token bucket on top of it.
 type Events struct {
 	node  string
-	bc    record.EventBroadcaster
-	rec   record.EventRecorder
+	rec   *kube.Recorder
 	ref   *corev1.ObjectReference
 	limit *rate.Limiter
 	log   *slog.Logger
@@ -73,11 +71,9 @@ func NewEvents(cs kube.Interface, node string, o EventOptions, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	bc := record.NewBroadcasterWithCorrelatorOptions(o.Correlator)
-	bc.StartRecordingToSink(kube.EventSink{C: cs})
 	return &Events{
-		node: node, bc: bc,
-		rec: bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: EventComponent, Host: node}),
+		node: node,
+		rec:  kube.NewRecorder(cs, corev1.EventSource{Component: EventComponent, Host: node}, o.Recorder, log),
 		// UID = node name, as the kubelet's Node events, so `kubectl describe node` lists them.
 		ref:   &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)},
 		limit: rate.NewLimiter(rate.Every(o.Every), o.Burst),
@@ -85,10 +81,10 @@ func NewEvents(cs kube.Interface, node string, o EventOptions, log *slog.Logger)
 	}
 }
 
-// Shutdown stops the broadcaster (pending Events are flushed best-effort).
+// Shutdown stops the recorder (pending Events are flushed best-effort).
 func (e *Events) Shutdown() {
 	if e != nil {
-		e.bc.Shutdown()
+		e.rec.Shutdown()
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/internal/testenv/kubeenv"
 	"warmd.io/warmd/pkg/kube"
@@ -162,7 +161,7 @@ func TestNodeEvents(t *testing.T) {
 	t.Run("bounded", func(t *testing.T) {
 		createNode(t, env.Client, "ev-c")
 		// Distinct messages (different failure reasons) are not folded: only the bound holds them.
-		w, _ := newWriter("ev-c", readiness.EventOptions{Burst: 3, Every: time.Hour, Correlator: record.CorrelatorOptions{}})
+		w, _ := newWriter("ev-c", readiness.EventOptions{Burst: 3, Every: time.Hour})
 		sync(w, cold)
 		for i := range 20 {
 			f := failed

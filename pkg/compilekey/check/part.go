@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"warmd.io/warmd/pkg/compilekey"
 	"warmd.io/warmd/pkg/config"
@@ -48,8 +47,8 @@ type Options struct {
 	SKU func() string
 	// Resync re-checks without an event. Default 5s.
 	Resync time.Duration
-	// Correlator tunes client-go's Event deduplication (tests shorten it).
-	Correlator record.CorrelatorOptions
+	// Recorder tunes the Event recorder's repeat counting and bounds (pkg/kube/recorder.go).
+	Recorder kube.RecorderOptions
 }
 
 // Part predicts compile-cache outcomes for the vLLM pods bound to this node.
@@ -74,7 +73,7 @@ type Part struct {
 	recent   []Check
 	counts   map[string]int // by agreement
 	prob     string
-	recorder record.EventRecorder
+	recorder *kube.Recorder
 }
 
 var (
@@ -211,10 +210,11 @@ func (p *Part) Run(ctx context.Context) error {
 // watch watches this node's pods (field selector spec.nodeName) and the recorded starts until ctx ends.
 func (p *Part) watch(ctx context.Context) error {
 	p.publish() // the section leaves "disabled" at once
-	bc := record.NewBroadcasterWithCorrelatorOptions(p.opts.Correlator)
-	bc.StartRecordingToSink(kube.EventSink{C: p.client})
-	defer bc.Shutdown()
-	p.recorder = bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "warmd", Host: p.node})
+	rec := kube.NewRecorder(p.client, corev1.EventSource{Component: "warmd", Host: p.node}, p.opts.Recorder, p.log)
+	defer rec.Shutdown()
+	p.mu.Lock()
+	p.recorder = rec
+	p.mu.Unlock()
 
 	sub, err := p.pods.Subscribe()
 	if err != nil {
@@ -366,7 +366,7 @@ func (p *Part) check(pod *corev1.Pod, images prefetch.ImagesStatus) bool {
 		typ, reason = corev1.EventTypeWarning, ReasonMiss
 	}
 	if p.recorder != nil {
-		p.recorder.Eventf(pod, typ, reason, "vLLM compile cache predicted %s: %s", v.Outcome, v.Reason())
+		p.recorder.Event(kube.Ref("Pod", "v1", pod), typ, reason, fmt.Sprintf("vLLM compile cache predicted %s: %s", v.Outcome, v.Reason()))
 	}
 	p.log.Info("compile-cache prediction", "pod", c.Pod, "model", c.Model, "predicted", v.Outcome,
 		"differs", v.Differs, "unknown", v.Unknown)
