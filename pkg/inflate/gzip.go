@@ -19,6 +19,11 @@ type Options struct {
 	Pool *Pool
 	// Workers bounds the goroutines of an indexed decode; 0 means GOMAXPROCS.
 	Workers int
+	// InputSize is the compressed stream's size when the caller knows it (a layer's descriptor
+	// does), 0 otherwise: a serial decode of a small stream then reads through a buffer its size
+	// and, without a Pool, emits smaller chunks, rather than taking MiB buffers. A wrong size costs
+	// only speed.
+	InputSize int64
 }
 
 // DefaultSpan is the output distance between checkpoints: small enough that a layer of a few GiB
@@ -36,15 +41,25 @@ type Result struct {
 	Index *Index
 }
 
+// chunkSizeFor is the output chunk size of a serial decode's own pool: DefaultChunkSize, or for a
+// small stream of known size that size (at least 64 KiB), so a small layer's output does not take
+// MiB buffers; one that inflates more just fills more chunks, each handed on as it fills.
+func chunkSizeFor(inputSize int64) int {
+	if inputSize <= 0 {
+		return DefaultChunkSize
+	}
+	return int(min(DefaultChunkSize, max(64<<10, inputSize)))
+}
+
 // Decode inflates the gzip stream src, every member in order, handing each chunk of output to emit
 // (which must Release it). A serial decode checks each member's CRC-32 and size and, with
 // Options.Span, records the checkpoint index that DecodeIndexed uses.
 func Decode(ctx context.Context, src io.Reader, emit func(*Chunk) error, o Options) (Result, error) {
 	pool := o.Pool
 	if pool == nil {
-		pool = NewPool(DefaultPoolChunks, DefaultChunkSize)
+		pool = NewPool(DefaultPoolChunks, chunkSizeFor(o.InputSize))
 	}
-	d, err := newDecoder(ctx, src, 0, pool, emit, o.MaxOutput)
+	d, err := newDecoder(ctx, src, o.InputSize, 0, pool, emit, o.MaxOutput)
 	if err != nil {
 		return Result{}, err
 	}

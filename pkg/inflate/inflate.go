@@ -36,7 +36,8 @@ const (
 	// slack past the flush mark: one more symbol's match plus the 8-byte overrun of word copies.
 	outSlack = maxMatch + 16
 	inSize   = 1 << 20 // input buffer
-	inKeep   = 16      // bytes kept before the read position when the input buffer is compacted
+	inMin    = 64 << 10
+	inKeep   = 16 // bytes kept before the read position when the input buffer is compacted
 )
 
 // decoder is one inflate run: the input window over src, the bit buffer, and the current chunk.
@@ -71,8 +72,15 @@ type decoder struct {
 	lens            [320]uint8
 }
 
-func newDecoder(ctx context.Context, src io.Reader, base int64, pool *Pool, emit func(*Chunk) error, limit int64) (*decoder, error) {
-	d := &decoder{ctx: ctx, src: src, base: base, in: make([]byte, inSize+8), pool: pool, emit: emit, limit: limit}
+// newDecoder starts a decode of src, whose compressed size is srcSize when known (else 0): a stream
+// smaller than the input buffer gets a buffer its size (64 KiB at least), so a small layer does not
+// cost a whole MiB.
+func newDecoder(ctx context.Context, src io.Reader, srcSize, base int64, pool *Pool, emit func(*Chunk) error, limit int64) (*decoder, error) {
+	inCap := inSize
+	if srcSize > 0 && srcSize+inKeep < inSize {
+		inCap = max(int(srcSize)+inKeep, inMin)
+	}
+	d := &decoder{ctx: ctx, src: src, base: base, in: make([]byte, inCap+8), pool: pool, emit: emit, limit: limit}
 	var err error
 	if d.out, err = pool.get(ctx); err != nil {
 		return nil, err
@@ -99,8 +107,8 @@ func (d *decoder) fill() error {
 		d.ip -= drop
 		d.base += int64(drop)
 	}
-	for d.inLen < inSize && !d.eof {
-		n, err := d.src.Read(d.in[d.inLen:inSize])
+	for inCap := len(d.in) - 8; d.inLen < inCap && !d.eof; {
+		n, err := d.src.Read(d.in[d.inLen:inCap])
 		d.inLen += n
 		if err == io.EOF {
 			d.eof = true

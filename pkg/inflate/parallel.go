@@ -132,6 +132,10 @@ func decodeSpan(ctx context.Context, src io.ReaderAt, idx *Index, k int, pool *P
 		start = idx.Points[k-1]
 	}
 	off := start.In / 8
+	end := idx.CompressedSize
+	if k < len(idx.Points) {
+		end = min(end, idx.Points[k].In/8+1)
+	}
 	emit := func(c *Chunk) error {
 		select {
 		case out <- c:
@@ -141,7 +145,7 @@ func decodeSpan(ctx context.Context, src io.ReaderAt, idx *Index, k int, pool *P
 			return context.Cause(ctx)
 		}
 	}
-	d, err := newDecoder(ctx, io.NewSectionReader(src, off, idx.CompressedSize-off), off, pool, emit, limit)
+	d, err := newDecoder(ctx, io.NewSectionReader(src, off, idx.CompressedSize-off), end-off, off, pool, emit, limit)
 	if err != nil {
 		return err
 	}

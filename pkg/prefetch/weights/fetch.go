@@ -354,7 +354,7 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 	sf := f.files[t.file]
 	var err error
 	for attempt := 1; attempt <= f.e.opts.ChunkAttempts; attempt++ {
-		cw := &chunkWriter{ctx: ctx, f: sf.fh, direct: sf.direct, off: t.off, pool: f.e.pool, bw: f.e.bw,
+		cw := &chunkWriter{ctx: ctx, f: sf.fh, direct: sf.direct, off: t.off, pool: f.e.pool, bw: f.e.bw, want: t.n,
 			onBytes: func(n int64) { f.done.Add(n); f.e.opts.OnBytes(n) }}
 		if alg := sf.chunkAlg(); alg != "" {
 			cw.crc, _ = objstore.NewHash(alg)

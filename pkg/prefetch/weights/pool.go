@@ -151,6 +151,8 @@ type chunkWriter struct {
 	onBytes func(int64)
 	// crc, when set, hashes the chunk's bytes in order as they are written (see fetch.streamAlg).
 	crc hash.Hash
+	// want is the chunk's length (0: unknown), which sizes the buffer of a small one.
+	want int64
 }
 
 func (w *chunkWriter) Write(p []byte) (int, error) {
@@ -181,11 +183,18 @@ func (w *chunkWriter) Write(p []byte) (int, error) {
 }
 
 func (w *chunkWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf, err := w.pool.get(w.ctx)
-	if err != nil {
-		return 0, objstore.WriterError(err)
+	var buf []byte
+	if w.want > 0 && w.want < int64(w.pool.size) {
+		// A piece smaller than a pooled buffer (a config, a tokenizer, a small file's one chunk)
+		// gets a buffer its size: the worker's share of the pool's bound, not a whole MiB.
+		buf = alignedBuf(int((w.want + dioAlign - 1) / dioAlign * dioAlign))
+	} else {
+		var err error
+		if buf, err = w.pool.get(w.ctx); err != nil {
+			return 0, objstore.WriterError(err)
+		}
+		defer w.pool.put(buf)
 	}
-	defer w.pool.put(buf)
 	var total int64
 	for {
 		n, rerr := io.ReadFull(r, buf)

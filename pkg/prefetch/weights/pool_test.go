@@ -1,7 +1,10 @@
 package weights
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -33,5 +36,33 @@ func TestBufPoolDropsBuffersWhenIdle(t *testing.T) {
 	}
 	if p.made != 3 {
 		t.Fatalf("made %d buffers in the next round, want the bound 3", p.made)
+	}
+}
+
+// A chunk smaller than a pooled buffer is read through a buffer its size, so a model's small files
+// take none of the pool's MiB buffers; a chunk as big as a buffer takes one. Both write their bytes.
+func TestSmallChunksTakeNoPooledBuffer(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "staged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := newBufPool(64<<10, 2)
+	data := bytes.Repeat([]byte("weights!"), 96<<10/8)
+	for _, tc := range []struct {
+		off, n int64
+		made   int
+	}{{0, 5000, 0}, {5000, 17<<10 - 5000, 0}, {17 << 10, 64 << 10, 1}} {
+		w := &chunkWriter{ctx: context.Background(), f: f, off: tc.off, pool: p, want: tc.n, onBytes: func(int64) {}}
+		if n, err := w.ReadFrom(bytes.NewReader(data[tc.off : tc.off+tc.n])); err != nil || n != tc.n {
+			t.Fatalf("chunk at %d: wrote %d, %v; want %d", tc.off, n, err, tc.n)
+		}
+		if p.made != tc.made {
+			t.Errorf("a chunk of %d bytes with %d-byte pooled buffers: pool made %d, want %d", tc.n, p.size, p.made, tc.made)
+		}
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil || !bytes.Equal(got, data[:81<<10]) {
+		t.Fatalf("staged file: %d bytes, %v; want the three chunks in place", len(got), err)
 	}
 }

@@ -274,7 +274,7 @@ func (b *Backend) inflateGzip(ctx context.Context, desc ocispec.Descriptor, blob
 			st.IndexDiscarded = err.Error()
 		}
 	}
-	res, err := inflate.Decode(ctx, blob, emit, inflate.Options{Span: inflate.DefaultSpan, MaxOutput: limit})
+	res, err := inflate.Decode(ctx, blob, emit, inflate.Options{Span: inflate.DefaultSpan, MaxOutput: limit, InputSize: desc.Size})
 	st.Inflated = res.Out
 	if err != nil {
 		return err
