@@ -312,6 +312,10 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 	res := result{start: t0, statuses: make([]prefetch.ModelStatus, n)}
 	done := make([]bool, n)
 	left := n
+	// Every progressEvery the log gets each node's MiB on disk and the fleet's rate since the last
+	// line: where a run loses time shows as a window whose rate is far under the links'.
+	const progressEvery = 5 * time.Second
+	have, lastSum, lastAt := make([]int64, n), int64(0), t0
 	for deadline := time.Now().Add(timeout); left > 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d of %d nodes not warm after %s", prefix, left, n, timeout)
@@ -320,12 +324,26 @@ func (w *world) run(prefix string, n int, peers bool, timeout time.Duration) res
 			if done[i] {
 				continue
 			}
-			if ms, ok := nd.weights(); ok && ms.Verified(modelName, "main") {
-				done[i], res.statuses[i] = true, ms
+			ms, ok := nd.weights()
+			if ok {
+				have[i] = ms.BytesDone
+			}
+			if ok && ms.Verified(modelName, "main") {
+				done[i], res.statuses[i], have[i] = true, ms, w.modelBytes
 				left--
 			} else if ok && ms.State == prefetch.StateFailed {
 				t.Fatalf("%s failed: %s", nd.name, ms.Reason)
 			}
+		}
+		if since := time.Since(lastAt); since >= progressEvery && left > 0 {
+			var sum int64
+			mib := make([]int64, n)
+			for i, b := range have {
+				sum, mib[i] = sum+b, b>>20
+			}
+			t.Logf("  %s +%.0fs: MiB per node %v, the fleet %.1f MiB/s over the last %.0fs", prefix, time.Since(t0).Seconds(), mib,
+				float64(sum-lastSum)/(1<<20)/since.Seconds(), since.Seconds())
+			lastSum, lastAt = sum, time.Now()
 		}
 	}
 	res.allWarm = time.Since(t0)

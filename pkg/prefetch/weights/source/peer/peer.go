@@ -296,13 +296,26 @@ func (s *Source) partialKnown() bool {
 
 // Holders implements prefetch.Holders: the live peers that hold bytes [off, off+n) of name now (a
 // warm member holds every file; a partial member the files and verified parts it listed at the last
-// look).
-func (s *Source) Holders(name string, off, n int64) int {
+// look) and may be asked now. A peer resting after a busy answer does not count until its
+// Retry-After passes: the picker then starts a file a peer with a free slot can send before one that
+// only busy peers hold, so a wave takes what the nodes ahead of it have finished instead of queueing
+// on the one node that has everything (docs/fleet.md).
+func (s *Source) Holders(name string, off, n int64) int { return s.holders(name, off, n, true) }
+
+// askableInflight is how many of this fetch's chunks a peer may be sending before the picker stops
+// counting it as a holder: two keep its link busy, and the other workers start files that peers with
+// spare capacity hold instead of queueing behind it.
+const askableInflight = 2
+
+// holders counts the live peers holding the range; askable leaves out those resting after a busy
+// answer and those already sending askableInflight chunks of this fetch.
+func (s *Source) holders(name string, off, n int64, askable bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now().UnixNano()
 	k := 0
 	for _, m := range s.peers {
-		if !m.dead.Load() && m.holds(name, off, n) {
+		if !m.dead.Load() && m.holds(name, off, n) && (!askable || m.busyUntil.Load() <= now && m.inflight.Load() < askableInflight) {
 			k++
 		}
 	}
@@ -383,7 +396,7 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 		}
 		// No peer holds the file at all (the others of the wave are behind this node): waiting frees
 		// no slot, so the seed reads it now; any other node waits for the seed, as ever.
-		if s.Holders(name.String(), off, n) == 0 && s.originOpen(ctx) {
+		if s.holders(name.String(), off, n, false) == 0 && s.originOpen(ctx) {
 			return 0, nil, nil
 		}
 		if err := s.busyWait(ctx); err != nil {
