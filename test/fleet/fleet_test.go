@@ -218,6 +218,9 @@ func (w *world) start(prefix string, i int, spec nodeSpec) *node {
 		t.Fatal(err)
 	}
 	args := []string{"run", "--config", path, "--log-format", "text", "--grace", "5s"}
+	if lvl := os.Getenv("WARMD_FLEET_LOG_LEVEL"); lvl != "" { // debug, with WARMD_FLEET_KEEP_LOGS, to look into a run
+		args = append(args, "--log-level", lvl)
+	}
 	n.cmd = exec.Command(warmdBin, args...)
 	if n.link != nil {
 		n.cmd = n.link.Command(warmdBin, args...) // ip netns exec execs warmd: the PID is warmd's

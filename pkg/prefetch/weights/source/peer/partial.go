@@ -30,6 +30,13 @@ const probeTimeout = 3 * time.Second
 // already known): a wave of hundreds of cold nodes costs each fetch a handful of small requests.
 const maxPartialProbe = 8
 
+// maxPartial bounds the partial members one fetch keeps (at least Options.MaxPeers), each asked its
+// list every second. Not MaxPeers alone: the first nodes a fetch finds with a file are those of the
+// first second, and a node of the wave that verified many files since must still be found (in an
+// 8-node wave capped at 4, followers never learned of the node that ran ahead, and queued on the
+// seed instead).
+const maxPartial = 16
+
 // errNotHeld marks a peer's 404: it does not hold the file (a partial member that has not verified it,
 // or lost it when its download failed).
 var errNotHeld = errors.New("peer does not hold the file")
@@ -96,7 +103,7 @@ func (s *Source) probe(ctx context.Context, every time.Duration) bool {
 
 // record applies probe answers: a member's file list is replaced by its answer (a 404 empties it, an
 // error drops it), a new node joins whole when published there, or partial when it holds a file and
-// fewer than MaxPeers partial members are usable. A member that holds more files than before counts
+// fewer than maxPartial (or MaxPeers, if more) partial members are known. A member that holds more files than before counts
 // as a peer added (graceOver: the wave makes progress).
 func (s *Source) record(answers []probed) bool {
 	var failed []*member
@@ -124,7 +131,7 @@ func (s *Source) record(answers []probed) bool {
 			}
 			grew = grew || len(a.files) > len(m.files) || spanBytes(a.pieces) > spanBytes(m.pieces)
 			m.files, m.pieces = a.files, a.pieces
-		case a.err != nil || (!a.whole && ((len(a.files) == 0 && len(a.pieces) == 0) || partial >= s.o.MaxPeers)):
+		case a.err != nil || (!a.whole && ((len(a.files) == 0 && len(a.pieces) == 0) || partial >= max(s.o.MaxPeers, maxPartial))):
 		default:
 			m = s.addMemberLocked(a.base)
 			if !a.whole {
