@@ -103,8 +103,8 @@ func (s *Source) probe(ctx context.Context, every time.Duration) bool {
 
 // record applies probe answers: a member's file list is replaced by its answer (a 404 empties it, an
 // error drops it), a new node joins whole when published there, or partial when it holds a file and
-// fewer than maxPartial (or MaxPeers, if more) partial members are known. A member that holds more files than before counts
-// as a peer added (graceOver: the wave makes progress).
+// fewer than maxPartial (or MaxPeers, if more) partial members are known. A member that holds more
+// files than before counts as a peer added (graceOver: the wave makes progress).
 func (s *Source) record(answers []probed) bool {
 	var failed []*member
 	var joined []string

@@ -296,10 +296,10 @@ func (s *Source) partialKnown() bool {
 
 // Holders implements prefetch.Holders: the live peers that hold bytes [off, off+n) of name now (a
 // warm member holds every file; a partial member the files and verified parts it listed at the last
-// look) and may be asked now. A peer resting after a busy answer does not count until its
-// Retry-After passes: the picker then starts a file a peer with a free slot can send before one that
-// only busy peers hold, so a wave takes what the nodes ahead of it have finished instead of queueing
-// on the one node that has everything (docs/fleet.md).
+// look) and can send now: not resting after a busy answer (until its Retry-After passes) and sending
+// fewer than askableInflight of this fetch's chunks. The picker then starts a file a peer with spare
+// capacity can send before one that only busy peers hold, so a wave takes what the nodes ahead of it
+// have finished instead of queueing on the one node that has everything (docs/fleet.md).
 func (s *Source) Holders(name string, off, n int64) int { return s.holders(name, off, n, true) }
 
 // askableInflight is how many of this fetch's chunks a peer may be sending before the picker stops
