@@ -39,6 +39,8 @@ const (
 type BusyError struct {
 	// After is when to ask again, within MinRetryAfter..MaxRetryAfter.
 	After time.Duration
+	// File: only the file asked for is busy there (HeaderBusyFile); others may be asked at once.
+	File bool
 }
 
 func (e *BusyError) Error() string { return fmt.Sprintf("peer busy, retry after %s", e.After) }
@@ -55,7 +57,7 @@ func Busy(resp *http.Response) error {
 	}
 	secs, err := strconv.Atoi(v)
 	if err != nil {
-		return &BusyError{After: MinRetryAfter} // an HTTP date: not what warmd sends; ask again soon
+		return &BusyError{After: MinRetryAfter, File: resp.Header.Get(HeaderBusyFile) == "1"} // an HTTP date: not what warmd sends; ask again soon
 	}
-	return &BusyError{After: min(max(time.Duration(secs)*time.Second, MinRetryAfter), MaxRetryAfter)}
+	return &BusyError{After: min(max(time.Duration(secs)*time.Second, MinRetryAfter), MaxRetryAfter), File: resp.Header.Get(HeaderBusyFile) == "1"}
 }

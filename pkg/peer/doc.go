@@ -123,6 +123,11 @@ const HeaderNode = "X-Warmd-Node"
 // it is a fairness hint between warmd pods: a downloader that lies costs others speed, not bytes.
 const HeaderServing = "X-Warmd-Serving-Peers"
 
+// HeaderBusyFile, "1" on a busy answer, says that only the file asked for is busy at that node (its
+// copy from there goes to another downloader now, pkg/peer/serve "spread"): the fetching side asks
+// that node for other files meanwhile, and for this one again after Retry-After.
+const HeaderBusyFile = "X-Warmd-Busy-File"
+
 // ServingWithin is how recently a peer must have sent a range to count as serving a fetch
 // (HeaderServing): a serving slot outlives its last request by a second, and a fetch asks for its
 // next range within milliseconds while a peer serves it.

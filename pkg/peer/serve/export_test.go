@@ -9,3 +9,10 @@ func SetSlotClock(h *Handler, now func() time.Time) {
 	defer h.slots.mu.Unlock()
 	h.slots.now = now
 }
+
+// SetSpreadClock replaces the clock of the one-downloader-per-file rule (spread.go).
+func SetSpreadClock(h *Handler, now func() time.Time) {
+	h.spread.mu.Lock()
+	defer h.spread.mu.Unlock()
+	h.spread.now = now
+}

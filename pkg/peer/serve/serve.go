@@ -88,6 +88,7 @@ type Handler struct {
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
 	piece   int
 	slots   *slots
+	spread  *spread
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -105,6 +106,8 @@ func New(opts Options) *Handler {
 		opts.WriteStall = DefaultWriteStall
 	}
 	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
+	h.slots.log = opts.Log
+	h.spread = newSpread(0)
 	if opts.UploadLimit > 0 {
 		// The burst is one write piece: a response never runs ahead of the cap by more than 256 KiB.
 		h.piece = int(min(int64(h.piece), max(opts.UploadLimit/8, 32<<10)))
@@ -185,10 +188,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, http.StatusBadRequest, ReasonBadRequest, "file: not a safe relative name")
 		return
 	}
-	fh, size, err := h.openWeight(name, rev, fp)
+	fh, size, inFlight, err := h.openWeight(name, rev, fp)
 	if err != nil && !h.opts.Published(name, rev) {
 		if pfh, psize, perr := h.openPieces(name, rev, fp, r); perr == nil {
-			fh, size, err = pfh, psize, nil
+			fh, size, inFlight, err = pfh, psize, true, nil
 		} else if !errors.Is(perr, errNoPieces) {
 			err = perr
 		}
@@ -198,51 +201,68 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fh.Close()
-	h.send(w, r, fh, size, true)
+	spreadKey := ""
+	if inFlight { // one downloader at a time per file of a download in flight (spread.go)
+		spreadKey = name + "\x00" + rev + "\x00" + fp.String()
+	}
+	h.send(w, r, fh, size, true, spreadKey)
 }
 
 // openWeight opens file fp of model at revision rev: from the published snapshot, or, while the
-// revision is still downloading here, from staging once that file is verified (staged.go). Its
-// error is the text of the 404.
-func (h *Handler) openWeight(name, rev string, fp fsroot.Path) (*os.File, int64, error) {
+// revision is still downloading here, from staging once that file is verified (staged.go), and
+// then reports it in flight. Its error is the text of the 404.
+func (h *Handler) openWeight(name, rev string, fp fsroot.Path) (*os.File, int64, bool, error) {
 	if !h.opts.Published(name, rev) {
 		fh, size, err := h.openStaged(name, rev, fp)
 		if err == nil || !h.opts.Published(name, rev) { // published meanwhile: its snapshot has the file now
-			return fh, size, err
+			return fh, size, err == nil, err
 		}
 	}
 	snap, err := hfcache.SnapshotDir(name, rev)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	blob, err := hfcache.Blob(h.opts.Root, snap, fp)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			h.opts.Log.Warn("peer request: published file unusable", "model", name, "file", fp.String(), "err", err)
 		}
-		return nil, 0, errors.New("no such published file")
+		return nil, 0, false, errors.New("no such published file")
 	}
 	fh, err := h.opts.Root.Open(blob.Path)
 	if err != nil {
-		return nil, 0, errors.New("no such published file")
+		return nil, 0, false, errors.New("no such published file")
 	}
-	return fh, blob.Size, nil
+	return fh, blob.Size, false, nil
 }
 
 // send answers r with the file fh of size bytes: its ranges bounded (limitRanges), a serving slot
-// taken for a GET when slot is set (a HEAD sends no body: it takes none), the size in
+// taken for a GET when slot is set (a HEAD sends no body: it takes none) and then, when spreadKey
+// is set (a file of a download in flight), the file's copy (spread.go), the size in
 // peer.HeaderSize, and the body through the upload cap.
-func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size int64, slot bool) {
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size int64, slot bool, spreadKey string) {
 	if !h.limitRanges(w, r, size) {
 		return
 	}
 	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
+		// The file's copy is asked first: a downloader turned away for it takes no slot here.
+		if spreadKey != "" && !h.spread.free(spreadKey, who) {
+			h.spreadBusy(w)
+			return
+		}
 		if reason := h.slots.admit(who, servingElsewhere(r)); reason != "" {
 			h.busy(w, reason)
 			return
 		}
 		defer h.slots.release(who)
+		if spreadKey != "" {
+			if !h.spread.take(spreadKey, who) {
+				h.spreadBusy(w)
+				return
+			}
+			defer h.spread.give(spreadKey, who)
+		}
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(peer.HeaderSize, strconv.FormatInt(size, 10))

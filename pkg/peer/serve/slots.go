@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -76,6 +77,7 @@ type slots struct {
 	idle time.Duration
 	cap  float64 // the upload cap in bytes per second; 0: none (no overflow)
 	now  func() time.Time
+	log  *slog.Logger // nil: none
 
 	mu       sync.Mutex
 	held     map[string]*holder
@@ -145,6 +147,9 @@ func (s *slots) admit(who string, elsewhere int) string {
 	}
 	s.held[who] = &holder{active: 1}
 	s.admitted = now
+	if s.log != nil {
+		s.log.Debug("downloader takes a serving slot", "who", who, "held", len(s.held), "slots", s.max, "servedMiBps", s.served.rate(now)/(1<<20))
+	}
 	return ""
 }
 
@@ -247,11 +252,16 @@ func downloader(r *http.Request) string {
 // busy answers a downloader that found no free slot: 503 with Retry-After, counted; the fetcher
 // takes the chunk elsewhere and asks again after Retry-After, without counting this node as failed.
 func (h *Handler) busy(w http.ResponseWriter, reason string) {
-	w.Header().Set("Retry-After", h.slots.retryAfter())
 	msg := "serving slots busy: read another peer or the origin"
 	if reason == ReasonYield {
 		msg = "this slot goes to a downloader that holds none: read your other peers"
 	}
+	h.busyWith(w, reason, msg)
+}
+
+// busyWith is busy's answer with its own text.
+func (h *Handler) busyWith(w http.ResponseWriter, reason, msg string) {
+	w.Header().Set("Retry-After", h.slots.retryAfter())
 	h.refuse(w, http.StatusServiceUnavailable, reason, msg)
 }
 

@@ -1,0 +1,94 @@
+package serve_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"warmd.io/warmd/pkg/fsroot"
+	"warmd.io/warmd/pkg/metrics"
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/serve"
+)
+
+// TestSpreadOneDownloaderPerFile: a file of a download in flight goes to one downloader at a time;
+// another asking meanwhile is told that this file alone is busy (503, Retry-After,
+// peer.HeaderBusyFile) and gets any other file; once the first downloader's copy has been idle for
+// the idle time the file goes to the next; a published revision's files go to every downloader.
+func TestSpreadOneDownloaderPerFile(t *testing.T) {
+	root := cache(t)
+	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"0", "1"} {
+		if err := os.WriteFile(filepath.Join(staging, name), []byte("verified!!"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := metrics.New(prometheus.NewRegistry()).Peers
+	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: m, ServeSlots: 8,
+		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" },
+		Staged: func(model, rev string) map[string]string {
+			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1"}
+		}})
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	serve.SetSpreadClock(h, clock)
+	serve.SetSlotClock(h, clock)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	get := func(node, rev, file string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", rev, file), nil)
+		req.Header.Set("Authorization", "Bearer ok")
+		req.Header.Set(peer.HeaderNode, node)
+		req.Header.Set("Range", "bytes=0-3")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := get("n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
+		t.Fatalf("first downloader of a.bin: %s", resp.Status)
+	}
+	resp := get("n2", "r2", "a.bin")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(peer.HeaderBusyFile) != "1" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second downloader of a.bin within the idle time: %s %v; want 503 with %s and Retry-After", resp.Status, resp.Header, peer.HeaderBusyFile)
+	}
+	if n := testutil.ToFloat64(m.Refused.WithLabelValues(serve.ReasonSpread)); n != 1 {
+		t.Errorf("refused{reason=spread} = %v, want 1", n)
+	}
+	if resp := get("n2", "r2", "b.bin"); resp.StatusCode != http.StatusPartialContent {
+		t.Errorf("second downloader, another file: %s; want it served", resp.Status)
+	}
+	if resp := get("n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
+		t.Errorf("first downloader asking a.bin again: %s; want it served (its copy)", resp.Status)
+	}
+	for _, node := range []string{"n2", "n3"} {
+		if resp := get(node, "r1", "sub/w.bin"); resp.StatusCode != http.StatusPartialContent {
+			t.Errorf("%s, a published file: %s; want every downloader served", node, resp.Status)
+		}
+	}
+	step(time.Second) // n1's copy of a.bin has been idle longer than the idle time
+	if resp := get("n2", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
+		t.Errorf("second downloader of a.bin after the first's copy went idle: %s; want it served", resp.Status)
+	}
+	if resp := get("n1", "r2", "a.bin"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("first downloader once a.bin went to the second: %s; want 503", resp.Status)
+	}
+}
