@@ -5,6 +5,7 @@ package prefetch
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -141,6 +142,25 @@ type MultiSource interface {
 // instead of all asking the one node ahead of them for the same file.
 type Holders interface {
 	Holders(name string, off, n int64) int
+}
+
+// ErrDeferred is a Holders source's answer to a range it sent nothing of because no node that holds
+// it can send it now (each is busy, or sends that file to another node): the download puts the chunk
+// back and takes one another node can send, rather than a worker waiting on this one. A source
+// answers it only under a context from Deferrable.
+var ErrDeferred = errors.New("range deferred: the nodes that hold it cannot send it now")
+
+type deferrableKey struct{}
+
+// Deferrable marks ctx as a chunk download's that can put its chunk back (ErrDeferred).
+func Deferrable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferrableKey{}, true)
+}
+
+// CanDefer reports whether ctx is Deferrable's: a source answers ErrDeferred only then.
+func CanDefer(ctx context.Context) bool {
+	v, _ := ctx.Value(deferrableKey{}).(bool)
+	return v
 }
 
 // Verified reports whether the weights of model at revision are verified and published.

@@ -328,10 +328,14 @@ func (f *fetch) download(ctx context.Context, only map[int]error) error {
 	}
 	next := newPicker(tasks, holders)
 	g.Go(func() error { f.checkLandedParts(gctx, only); return nil })
+	wctx := prefetch.Deferrable(gctx) // a chunk no node can send now goes back to the picker
 	for range min(f.e.opts.Concurrency, len(tasks)) {
 		g.Go(func() error {
 			for t, ok := next.take(); ok && gctx.Err() == nil; t, ok = next.take() {
-				if err := f.fetchChunk(gctx, t); err != nil {
+				if err := f.fetchChunk(wctx, t); errors.Is(err, prefetch.ErrDeferred) {
+					next.putBack(t) // take a chunk another node can send now
+					continue
+				} else if err != nil {
 					return err
 				}
 				if err := f.checkParts(gctx, t); err != nil {
@@ -361,6 +365,9 @@ func (f *fetch) fetchChunk(ctx context.Context, t chunkTask) error {
 		}
 		var n int64
 		n, err = f.src.GetRange(ctx, sf.name, t.off, t.n, cw)
+		if errors.Is(err, prefetch.ErrDeferred) && n == 0 {
+			return err
+		}
 		if err == nil && n != t.n {
 			err = fmt.Errorf("got %d of %d bytes", n, t.n)
 		}

@@ -2,6 +2,7 @@ package weights
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 )
 
@@ -61,6 +62,25 @@ func (p *picker) take() (chunkTask, bool) {
 		p.started[file] = true
 	}
 	return t, true
+}
+
+// putBack returns a task taken but not done (no node could send it now: prefetch.ErrDeferred) to
+// the front of its file's tasks, its file counted as started, so it is taken again as soon as a
+// node holds it that can send.
+func (p *picker) putBack(t chunkTask) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ts, had := p.left[t.file]
+	p.left[t.file] = append([]chunkTask{t}, ts...)
+	p.started[t.file] = true
+	if had {
+		return
+	}
+	i := 0 // the file left the order when its last task was taken: back in listing order
+	for i < len(p.order) && p.order[i] < t.file {
+		i++
+	}
+	p.order = slices.Insert(p.order, i, t.file)
 }
 
 // choose is the file to take a task of (see picker); p.mu is held.

@@ -41,3 +41,29 @@ func TestPickerOrder(t *testing.T) {
 		t.Errorf("first file taken over 64 tied pickers: %v; want each of 1, 2, 3 and never 0", seen)
 	}
 }
+
+// TestPickerPutBack: a chunk given back (no node could send it now) is taken again before its
+// file's later chunks, its file counts as started, and a file whose last chunk came back is in the
+// order again.
+func TestPickerPutBack(t *testing.T) {
+	p := newPicker([]chunkTask{{file: 0, chunk: 0}, {file: 0, chunk: 1}, {file: 1, chunk: 0}}, nil)
+	a, _ := p.take() // file 0 chunk 0
+	b, _ := p.take() // file 0 chunk 1: file 0 leaves the order
+	p.putBack(b)
+	p.putBack(a)
+	var got []chunkTask
+	for tk, ok := p.take(); ok; tk, ok = p.take() {
+		got = append(got, tk)
+	}
+	want := []chunkTask{{file: 0, chunk: 0}, {file: 0, chunk: 1}, {file: 1, chunk: 0}}
+	if !slices.Equal(got, want) {
+		t.Errorf("after giving back both chunks of file 0: took %v, want %v", got, want)
+	}
+	held := map[int]int{0: 1, 1: 1}
+	p = newPicker([]chunkTask{{file: 0, chunk: 0}, {file: 1, chunk: 0}, {file: 1, chunk: 1}}, func(t chunkTask) int { return held[t.file] })
+	first, _ := p.take()
+	p.putBack(first)
+	if again, _ := p.take(); again != first {
+		t.Errorf("with holders, the chunk given back (%v) was not taken again first: %v", first, again)
+	}
+}

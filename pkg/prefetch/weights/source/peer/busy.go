@@ -19,14 +19,27 @@ const DefaultRefreshEvery = 5 * time.Second
 // per waiting fetch per second is cheap next to a chunk that waits seconds longer.
 const waitingRefreshEvery = time.Second
 
-// busy reports whether err is m's busy answer, and if so rests m until its Retry-After: it is not
-// dropped, and this fetch asks it again afterwards.
-func (s *Source) busy(m *member, err error) bool {
+// busy reports whether err is m's busy answer for file name, and if so rests m until its
+// Retry-After: it is not dropped, and this fetch asks it again afterwards. When only that file is
+// busy there (its copy goes to another downloader now, peer.HeaderBusyFile), only the file rests:
+// m is asked for other files meanwhile.
+func (s *Source) busy(m *member, name string, err error) bool {
 	var b *peer.BusyError
 	if !errors.As(err, &b) {
 		return false
 	}
-	m.busyUntil.Store(time.Now().Add(b.After).UnixNano())
+	until := time.Now().Add(b.After).UnixNano()
+	if b.File {
+		s.mu.Lock()
+		if m.later == nil {
+			m.later = map[string]int64{}
+		}
+		m.later[name] = until
+		s.mu.Unlock()
+		s.o.Log.Debug("peer sends this file to another downloader now; asking others", "model", s.o.Model, "peer", m.host, "file", name, "retry", b.After)
+		return true
+	}
+	m.busyUntil.Store(until)
 	s.o.Log.Debug("peer busy with other downloaders; its chunk goes elsewhere", "model", s.o.Model, "peer", m.host, "retry", b.After)
 	return true
 }

@@ -40,3 +40,28 @@ func TestHoldersCountsPeersThatCanSendNow(t *testing.T) {
 		t.Errorf("holders of a with the partial peer dropped: %d, want 1", got)
 	}
 }
+
+// TestPickAsksTheHolderWithFewerFiles: of two holders equally busy with this fetch, the one that
+// holds fewer files is asked; the node holding everything keeps its upload for what only it holds.
+func TestPickAsksTheHolderWithFewerFiles(t *testing.T) {
+	s := New(Options{})
+	warm := &member{host: "127.0.0.2:1"}
+	ahead := &member{host: "127.0.0.3:1", files: map[string]bool{"a": true, "b": true, "c": true}}
+	behind := &member{host: "127.0.0.4:1", files: map[string]bool{"a": true}}
+	s.peers = []*member{warm, ahead, behind}
+	for range 3 { // whatever the turn
+		m := s.pick("a", 0, 10)
+		if m != behind {
+			t.Fatalf("picked %s for a; want %s, the holder with the fewest files", m.host, behind.host)
+		}
+		m.inflight.Add(-1)
+	}
+	behind.inflight.Store(1)
+	if m := s.pick("a", 0, 10); m != ahead {
+		t.Errorf("with the fewest-files holder sending a chunk: picked %s, want %s", m.host, ahead.host)
+	}
+	ahead.inflight.Store(0)
+	if m := s.pick("c", 0, 10); m != ahead {
+		t.Errorf("c: picked %s, want %s (the warm peer holds more)", m.host, ahead.host)
+	}
+}

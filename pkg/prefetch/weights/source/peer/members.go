@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -88,8 +89,9 @@ func (s *Source) discover(ctx context.Context) error {
 	return nil
 }
 
-// pick returns the live peer holding bytes [off, off+n) of name with the fewest requests in flight
-// (ties in turn), its count raised; nil when every peer is dropped, busy or (partial) without them.
+// pick returns the live peer holding bytes [off, off+n) of name with the fewest requests in flight,
+// of those the one holding the fewest files (wanted; ties in turn), its count raised; nil when every
+// peer is dropped, busy (for every file or this one) or (partial) without them.
 func (s *Source) pick(name string, off, n int64) *member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -97,10 +99,11 @@ func (s *Source) pick(name string, off, n int64) *member {
 	now := time.Now().UnixNano()
 	for i := range s.peers {
 		m := s.peers[(s.next+i)%len(s.peers)]
-		if m.dead.Load() || m.busyUntil.Load() > now || !m.holds(name, off, n) {
+		if m.dead.Load() || !m.askable(name, now) || !m.holds(name, off, n) {
 			continue
 		}
-		if best == nil || m.inflight.Load() < best.inflight.Load() {
+		if best == nil || m.inflight.Load() < best.inflight.Load() ||
+			(m.inflight.Load() == best.inflight.Load() && m.wanted() < best.wanted()) {
 			best = m
 		}
 	}
@@ -109,6 +112,23 @@ func (s *Source) pick(name string, off, n int64) *member {
 		s.next++
 	}
 	return best
+}
+
+// wanted ranks how many downloaders m's files draw (under s.mu): a partial member by the files and
+// parts it verified, a whole member above any. Of two holders equally busy with this fetch, the
+// one holding fewer files is asked: the node holding everything (the seed, a warm node) is the one
+// every downloader of the wave can use, and its upload is best kept for the files only it holds.
+func (m *member) wanted() int {
+	if m.files == nil {
+		return math.MaxInt
+	}
+	return len(m.files) + len(m.pieces)
+}
+
+// askable reports whether m may be asked for file name at now (unix nanoseconds): not resting after
+// a busy answer, for every file or for this one (under s.mu).
+func (m *member) askable(name string, now int64) bool {
+	return m.busyUntil.Load() <= now && m.later[name] <= now
 }
 
 // holds reports whether m holds bytes [off, off+n) of name, as far as this fetch knows (under s.mu).

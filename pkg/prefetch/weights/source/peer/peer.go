@@ -124,8 +124,9 @@ type Source struct {
 	looked, addedAt time.Time
 
 	mu      sync.Mutex
-	sizes   map[string]int64    // the origin's size of each file asked for
-	served  map[rangeKey]served // who delivered each range, and its CRC
+	sizes   map[string]int64       // the origin's size of each file asked for
+	served  map[rangeKey]served    // who delivered each range, and its CRC
+	since   map[rangeKey]time.Time // ranges waiting for a peer that can send them, since when (waitingSince)
 	dropped []string
 	next    int
 
@@ -154,6 +155,9 @@ type member struct {
 	// pieces, for a partial member, are the files it holds only parts of, with the verified byte
 	// ranges, as of its last answer (under Source.mu): a range inside one is asked of it.
 	pieces map[string][][2]int64
+	// later holds the files m sends another downloader now (a busy answer for one file), with when
+	// to ask again (unix nanoseconds; under Source.mu).
+	later map[string]int64
 }
 
 type rangeKey struct {
@@ -200,7 +204,7 @@ func New(opts Options) *Source {
 	if opts.MaxPeers <= 0 {
 		opts.MaxPeers = 4
 	}
-	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{},
+	s := &Source{o: opts, sizes: map[string]int64{}, served: map[rangeKey]served{}, since: map[rangeKey]time.Time{},
 		// Every peer answer stalls out (docs/security.md, "Bounds on S3 and peer answers").
 		do: &bounded.Client{Inner: opts.Client, Stall: opts.Stall}}
 	if opts.Discover == nil {
@@ -315,7 +319,7 @@ func (s *Source) holders(name string, off, n int64, askable bool) int {
 	now := time.Now().UnixNano()
 	k := 0
 	for _, m := range s.peers {
-		if !m.dead.Load() && m.holds(name, off, n) && (!askable || m.busyUntil.Load() <= now && m.inflight.Load() < askableInflight) {
+		if !m.dead.Load() && m.holds(name, off, n) && (!askable || m.askable(name, now) && m.inflight.Load() < askableInflight) {
 			k++
 		}
 	}
@@ -367,19 +371,28 @@ func (s *Source) GetRange(ctx context.Context, name fsroot.Path, off, n int64, w
 
 // fromPeers reads the range from the least busy usable peer; a busy one sent nothing, and the next
 // is asked, as is the next after a partial member that turned out not to hold the file. When every
-// live peer is busy or has not verified the file yet it waits for a slot (see busyWait) until it has waited
-// BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait; the seed does not
-// wait for a file no peer holds at all. It returns the bytes written and
-// the peer that wrote all of them (nil if it wrote none or failed); an error only when ctx ends.
+// live peer is busy or has not verified the file yet it waits for a slot (see busyWait) until it has
+// waited BusyGrace (graceOver) and this node holds the seed role, or it has waited BusyWait, counted
+// from the range's first try; the seed does not wait for a file no peer holds at all. A download
+// that can put the chunk back (prefetch.Deferrable) gets it back (prefetch.ErrDeferred) instead of a
+// wait when the peers that hold it turned it away, or after a wait that freed none of them: it takes
+// a chunk another node can send meanwhile. It returns the bytes written and the peer that wrote all
+// of them (nil if it wrote none or failed); an error only when ctx ends or for a range put back.
 func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, *member, error) {
-	start := time.Now()
+	key := rangeKey{name.String(), off}
+	start := s.waitingSince(key)
+	turnedAway, waited := false, false
 	for {
 		for m := s.pick(name.String(), off, n); m != nil; m = s.pick(name.String(), off, n) {
+			t0 := time.Now()
 			got, err := s.fromPeer(ctx, m, name, off, n, w)
 			m.inflight.Add(-1)
-			if s.busy(m, err) || (errors.Is(err, errNotHeld) && s.notHeld(m, name.String())) {
+			s.o.Log.Debug("range from peer", "peer", m.host, "file", name.String(), "off", off, "bytes", got, "secs", time.Since(t0).Seconds(), "err", err)
+			if s.busy(m, name.String(), err) || (errors.Is(err, errNotHeld) && s.notHeld(m, name.String())) {
+				turnedAway = true
 				continue
 			}
+			s.waited(key)
 			if err != nil {
 				if ctx.Err() != nil {
 					return got, nil, ctx.Err()
@@ -392,17 +405,44 @@ func (s *Source) fromPeers(ctx context.Context, name fsroot.Path, off, n int64, 
 			return got, m, nil
 		}
 		if !s.live() || time.Since(start) >= s.o.BusyWait || (s.graceOver(start) && s.originOpen(ctx)) {
+			s.waited(key)
 			return 0, nil, nil
 		}
 		// No peer holds the file at all (the others of the wave are behind this node): waiting frees
 		// no slot, so the seed reads it now; any other node waits for the seed, as ever.
 		if s.holders(name.String(), off, n, false) == 0 && s.originOpen(ctx) {
+			s.waited(key)
 			return 0, nil, nil
+		}
+		if (turnedAway || waited) && prefetch.CanDefer(ctx) {
+			return 0, nil, prefetch.ErrDeferred
 		}
 		if err := s.busyWait(ctx); err != nil {
 			return 0, nil, err
 		}
+		waited = true
 	}
+}
+
+// waitingSince is when range key was first tried and found no peer that could send it, kept while
+// it goes back and forth between the download's workers (prefetch.ErrDeferred): the seed's grace and
+// BusyWait count from then.
+func (s *Source) waitingSince(key rangeKey) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.since[key]; ok {
+		return t
+	}
+	now := time.Now()
+	s.since[key] = now
+	return now
+}
+
+// waited forgets range key's first try: it was sent, or goes to the origin.
+func (s *Source) waited(key rangeKey) {
+	s.mu.Lock()
+	delete(s.since, key)
+	s.mu.Unlock()
 }
 
 func (s *Source) origin(ctx context.Context, name fsroot.Path, off, n int64, w io.Writer) (int64, error) {
