@@ -259,13 +259,24 @@ prewarm: {disabled: true}
 phases: {podLogDir: %s}
 readiness: {kubeconfig: %s, resync: 30s}
 api: {listen: '127.0.0.1:0'}
-peers: {enabled: %v, listen: '%s:%s', tokenFile: %s, uploadLimit: 1Gi}
-`, name, dataDir, ctrd, w.proxy.URL, modelName, w.bucket, image, w.root, w.kubeconfig, spec.peers, ip, w.port, w.token)
+peers: {enabled: %v, listen: '%s:%s', tokenFile: %s, uploadLimit: %d}
+`, name, dataDir, ctrd, w.proxy.URL, modelName, w.bucket, image, w.root, w.kubeconfig, spec.peers, ip, w.port, w.token, w.uploadLimit())
 	path := filepath.Join(dataDir, "..", name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	return path
+}
+
+// uploadLimit is every node's peers.uploadLimit: its link's rate when it has one, as on a real node
+// whose cap (the default 256 MiB/s) is at or below its NIC's share, so a node that serves at its cap
+// takes no downloader past its slots (overflow is for a cap the downloaders cannot fill); on the
+// host's loopback, with no link, 1 GiB/s.
+func (w *world) uploadLimit() int64 {
+	if w.linkRate > 0 {
+		return w.linkRate
+	}
+	return 1 << 30
 }
 
 func (n *node) stop() {
