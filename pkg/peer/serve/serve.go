@@ -247,7 +247,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
 		// The file's copy is asked first: a downloader turned away for it takes no slot here.
-		if spreadKey != "" && !h.spread.free(spreadKey, who) {
+		if spreadKey != "" && !h.spread.free(spreadKey, who) && h.slots.full() {
 			h.spreadBusy(w)
 			return
 		}
@@ -257,7 +257,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 		}
 		defer h.slots.release(who)
 		if spreadKey != "" {
-			if !h.spread.take(spreadKey, who) {
+			if !h.spread.take(spreadKey, who, !h.slots.full()) {
 				h.spreadBusy(w)
 				return
 			}

@@ -168,6 +168,17 @@ func (s *slots) underused(now time.Time) bool {
 	return len(s.held) <= s.overHeld || !flat
 }
 
+// full reports whether this node's upload is used: the bytes served over the last second reach
+// overflowBelow of the cap. Without a cap (or slots) nothing says, and it counts as used.
+func (s *slots) full() bool {
+	if s.max <= 0 || s.cap <= 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served.rate(s.now()) >= overflowBelow*s.cap
+}
+
 // release ends one of who's requests; the slot stays who's until it has been idle for s.idle.
 func (s *slots) release(who string) {
 	if s.max <= 0 {

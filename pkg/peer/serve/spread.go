@@ -22,6 +22,11 @@ const ReasonSpread = "spread"
 // A published revision is served to every slot holder as before: its nodes hold every file, and
 // the downloaders spread over them by rarest first.
 //
+// Only while this node's upload is used (the bytes served over the last second reach ¾ of the cap,
+// as for overflow): a node whose upload would idle sends a file to whoever asks, so the copies of
+// what it holds double faster. Without a cap the rule always holds; a cap above the node's link
+// reads as room, and the rule never holds (peers.uploadLimit belongs at or below the link's share).
+//
 // A downloader keeps a file while it has requests for it in flight and for the slot idle time after
 // the last (a fetch asks for a file's next chunk within milliseconds); another asking meanwhile is
 // told to ask again after Retry-After for that file alone, and takes other files from this node or
@@ -64,9 +69,10 @@ func (s *spread) over(h *spreadHolder, now time.Time) bool {
 	return h.active == 0 && now.Sub(h.last) >= s.idle
 }
 
-// take reports whether who may receive file now (it is who's copy, or nobody's), and if so counts
-// the request; the caller calls give when it ends.
-func (s *spread) take(file, who string) bool {
+// take reports whether who may receive file now (it is who's copy, or nobody's, or spare: this
+// node's upload has room for a second copy, not counted, the file staying its first downloader's),
+// and if so counts the request; the caller calls give when it ends.
+func (s *spread) take(file, who string, spare bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -80,7 +86,7 @@ func (s *spread) take(file, who string) bool {
 		h.active++
 		return true
 	}
-	return false
+	return spare // a second copy at once, from upload that would idle; the first keeps the file
 }
 
 // give ends one of who's requests for file.

@@ -92,3 +92,35 @@ func TestSpreadOneDownloaderPerFile(t *testing.T) {
 		t.Errorf("first downloader once a.bin went to the second: %s; want 503", resp.Status)
 	}
 }
+
+// TestSpreadOnlyWhileTheUploadIsUsed: a node whose upload is far from its cap sends a file in flight
+// to a second downloader at once: a copy from upload that would idle costs nobody.
+func TestSpreadOnlyWhileTheUploadIsUsed(t *testing.T) {
+	root := cache(t)
+	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "0"), []byte("verified!!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: 8, UploadLimit: 1 << 30,
+		Published: func(string, string) bool { return false },
+		Staged:    func(string, string) map[string]string { return map[string]string{"a.bin": ".staging/org--m@r2/0"} }})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, node := range []string{"n1", "n2"} {
+		req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", "a.bin"), nil)
+		req.Header.Set("Authorization", "Bearer ok")
+		req.Header.Set(peer.HeaderNode, node)
+		req.Header.Set("Range", "bytes=0-3")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusPartialContent {
+			t.Errorf("%s, a.bin with the upload idle: %s; want it served", node, resp.Status)
+		}
+	}
+}

@@ -19,6 +19,11 @@ const DefaultRefreshEvery = 5 * time.Second
 // per waiting fetch per second is cheap next to a chunk that waits seconds longer.
 const waitingRefreshEvery = time.Second
 
+// fileBusyRest bounds how long a file busy at one peer rests there (peer.HeaderBusyFile): a
+// chunk of a file sent at link rate takes a second, and a worker that waits a whole Retry-After
+// after every such answer idles most of the time while its file's copies double.
+const fileBusyRest = 250 * time.Millisecond
+
 // busy reports whether err is m's busy answer for file name, and if so rests m until its
 // Retry-After: it is not dropped, and this fetch asks it again afterwards. When only that file is
 // busy there (its copy goes to another downloader now, peer.HeaderBusyFile), only the file rests:
@@ -30,6 +35,9 @@ func (s *Source) busy(m *member, name string, err error) bool {
 	}
 	until := time.Now().Add(b.After).UnixNano()
 	if b.File {
+		// The copy that holds the file there ends within a second or two, and the file's other holders
+		// are asked meanwhile: asked again soon, not after a whole Retry-After.
+		until = time.Now().Add(min(b.After, fileBusyRest)).UnixNano()
 		s.mu.Lock()
 		if m.later == nil {
 			m.later = map[string]int64{}
@@ -148,6 +156,11 @@ func (s *Source) busyWait(ctx context.Context) error {
 	for _, m := range s.peers {
 		if until := m.busyUntil.Load(); !m.dead.Load() && until > now {
 			wait = min(wait, time.Duration(until-now))
+		}
+		for _, until := range m.later {
+			if !m.dead.Load() && until > now {
+				wait = min(wait, time.Duration(until-now))
+			}
 		}
 	}
 	s.mu.Unlock()
