@@ -26,7 +26,7 @@ func newPeers(reg prometheus.Registerer) *Peers {
 			Name: "warmd_peer_served_bytes_total", Help: "Bytes of verified, published weights, kept compile-cache bundles and layers of pinned images served to other warmd peers.",
 		}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmd_peer_refused_requests_total", Help: "Peer requests refused, by reason (unauthenticated, forbidden, bad_request, not_found, review_error, busy).",
+			Name: "warmd_peer_refused_requests_total", Help: "Peer requests refused, by reason (unauthenticated, forbidden, bad_request, not_found, review_error, busy, yield, spread).",
 		}, []string{"reason"}),
 		FetchedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmd_peer_fetched_bytes_total", Help: "Bytes of weights downloads by model, and of compile-cache bundle restores (model=\"compile-cache\") and image layers (model=\"image\"), by where they came from (peer, origin).",

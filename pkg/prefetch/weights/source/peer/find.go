@@ -157,7 +157,7 @@ func Wrap(open func(context.Context, config.Model) (prefetch.Source, error), c k
 		// origin if this node holds the seed Lease: one node of a group reads the origin at a time, as
 		// at the start (docs/fleet.md).
 		o := Options{Origin: origin, Model: md.Name, Revision: md.Revision, Discover: discover, Refresh: refresh, Partial: partial,
-			RefreshEvery: refreshEvery, Seed: lease, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
+			RefreshEvery: refreshEvery, Seed: lease, ReleaseAfter: seedLease, BusyGrace: busyGrace(cfg.Peers.SeedWait.Duration), BusyWait: cfg.Peers.SeedWait.Duration, MaxPeers: cfg.Peers.MaxPeers,
 			Node: cfg.NodeName, Token: tf.Token, Stall: cfg.Peers.StallTimeout.Duration, Log: log}
 		if m != nil { // nil in tests that build the opener alone
 			o.OnBytes = func(from string, n int64) { m.FetchedBytes.WithLabelValues(md.Name, from).Add(float64(n)) }

@@ -65,6 +65,9 @@ type Options struct {
 	// renews it, so it stays this node's exactly while it reads; EndFetch gives it up after a failed
 	// fetch. nil: always read.
 	Seed Seeder
+	// ReleaseAfter, when set, is how long after a published fetch the seed role is given up (see
+	// EndFetch); 0: it expires unrenewed.
+	ReleaseAfter time.Duration
 	// BusyGrace is how long a chunk waits for a slot before it asks OriginGate, counted from the
 	// chunk's first try or the last time a peer became warm, whichever is later: slots free within
 	// seconds when downloads are short, and a chunk sent to a slow origin then costs more than the
@@ -219,16 +222,30 @@ const releaseTimeout = 5 * time.Second
 
 // EndFetch implements prefetch.FetchEnder. A fetch that failed or stopped gives the seed role up at
 // once, so a node waiting for it takes it now rather than when it expires. A published one keeps it
-// until it expires unrenewed: readiness labels this node warm meanwhile, and the nodes waiting then
-// find it as a peer instead of taking the role and reading the whole model from the origin again.
+// for ReleaseAfter: readiness labels this node warm meanwhile, and the nodes waiting then find it as
+// a peer instead of taking the role and reading the whole model from the origin again. Then it gives
+// it up all the same: a node that never saw the Lease judges its expiry from its first look (by its
+// own clock), so a wave that comes after every warm node left (a scale from zero) would otherwise
+// wait a whole Lease duration for a holder that is gone.
 func (s *Source) EndFetch(err error) {
-	if s.o.Seed == nil || err == nil {
+	if s.o.Seed == nil {
 		return
 	}
+	if err == nil {
+		if s.o.ReleaseAfter > 0 {
+			time.AfterFunc(s.o.ReleaseAfter, func() { s.release("after publishing") })
+		}
+		return
+	}
+	s.release("the fetch ended unpublished")
+}
+
+// release gives the seed role up (bounded by releaseTimeout).
+func (s *Source) release(why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	if rerr := s.o.Seed.Release(ctx); rerr != nil {
-		s.o.Log.Warn("could not give the seed role up; it expires by itself", "model", s.o.Model, "err", rerr)
+		s.o.Log.Warn("could not give the seed role up; it expires by itself", "model", s.o.Model, "why", why, "err", rerr)
 	}
 }
 

@@ -323,7 +323,7 @@ func waitsForSeed(t *testing.T, w *world) {
 
 // A seed that dies (its process is gone: it neither renews nor releases its Lease) is replaced: a
 // waiting node takes the Lease over once it has not changed for its duration, by the waiting node's
-// own clock, and reads the model from the origin.
+// own clock, and reads the model from the origin; published, it gives the Lease up a duration later.
 func deadSeed(t *testing.T, w *world) {
 	old := peersrc.SetSeedLease(2 * time.Second)
 	t.Cleanup(func() { peersrc.SetSeedLease(old) })
@@ -349,6 +349,13 @@ func deadSeed(t *testing.T, w *world) {
 	}
 	if holder := w.seedHolder(t); holder != n.name {
 		t.Errorf("seed Lease held by %q; want %s, which took it over", holder, n.name)
+	}
+	// Published, it gives the Lease up a Lease duration later: a wave that comes after every warm
+	// node left takes it at once instead of waiting out a holder that is gone.
+	for deadline := time.Now().Add(10 * time.Second); w.seedHolder(t) != ""; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("seed Lease still held by %q 10s after %s published; want it given up after 2s", w.seedHolder(t), n.name)
+		}
 	}
 }
 
