@@ -49,20 +49,7 @@ func TestSpreadOneDownloaderPerFile(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	get := func(node, rev, file string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", rev, file), nil)
-		req.Header.Set("Authorization", "Bearer ok")
-		req.Header.Set(peer.HeaderNode, node)
-		req.Header.Set("Range", "bytes=0-3")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
-	}
+	get := func(node, rev, file string) *http.Response { t.Helper(); return getAs(t, srv, node, rev, file) }
 	if resp := get("n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
 		t.Fatalf("first downloader of a.bin: %s", resp.Status)
 	}
@@ -110,17 +97,24 @@ func TestSpreadOnlyWhileTheUploadIsUsed(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	for _, node := range []string{"n1", "n2"} {
-		req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", "r2", "a.bin"), nil)
-		req.Header.Set("Authorization", "Bearer ok")
-		req.Header.Set(peer.HeaderNode, node)
-		req.Header.Set("Range", "bytes=0-3")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusPartialContent {
+		if resp := getAs(t, srv, node, "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
 			t.Errorf("%s, a.bin with the upload idle: %s; want it served", node, resp.Status)
 		}
 	}
+}
+
+// getAs asks srv for bytes 0-3 of file of org/m at rev as downloader node, the body read and closed.
+func getAs(t *testing.T, srv *httptest.Server, node, rev, file string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", rev, file), nil)
+	req.Header.Set("Authorization", "Bearer ok")
+	req.Header.Set(peer.HeaderNode, node)
+	req.Header.Set("Range", "bytes=0-3")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
