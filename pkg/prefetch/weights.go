@@ -137,9 +137,10 @@ type MultiSource interface {
 
 // Holders is implemented by a Source whose bytes can come from other nodes (the peer source): how
 // many of them hold bytes [off, off+n) of the named file now (the file, or verified parts of it
-// that cover the range) and can send them now (the peer source leaves out busy ones). A download then takes first the files whose next chunk fewest of them hold
-// (rarest first, ties at random), so the nodes of a wave hold different files and trade them,
-// instead of all asking the one node ahead of them for the same file.
+// that cover the range) and can send them now (the peer source leaves out busy ones). A download
+// then takes first the files whose next chunk fewest of them hold (rarest first, ties at random), so
+// the nodes of a wave hold different files and trade them, instead of all asking the one node ahead
+// of them for the same file.
 type Holders interface {
 	Holders(name string, off, n int64) int
 }

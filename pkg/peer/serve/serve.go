@@ -107,7 +107,7 @@ func New(opts Options) *Handler {
 	}
 	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
 	h.slots.log = opts.Log
-	h.spread = newSpread(0)
+	h.spread = newSpread()
 	if opts.UploadLimit > 0 {
 		// The burst is one write piece: a response never runs ahead of the cap by more than 256 KiB.
 		h.piece = int(min(int64(h.piece), max(opts.UploadLimit/8, 32<<10)))
@@ -247,7 +247,8 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
 		// The file's copy is asked first: a downloader turned away for it takes no slot here.
-		if spreadKey != "" && !h.spread.free(spreadKey, who) && h.slots.full() {
+		spare := spreadKey != "" && !h.slots.full()
+		if spreadKey != "" && !spare && !h.spread.free(spreadKey, who) {
 			h.spreadBusy(w)
 			return
 		}
@@ -257,7 +258,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 		}
 		defer h.slots.release(who)
 		if spreadKey != "" {
-			if !h.spread.take(spreadKey, who, !h.slots.full()) {
+			if !h.spread.take(spreadKey, who, spare) {
 				h.spreadBusy(w)
 				return
 			}

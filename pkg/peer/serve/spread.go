@@ -27,8 +27,8 @@ const ReasonSpread = "spread"
 // what it holds double faster. Without a cap the rule always holds; a cap above the node's link
 // reads as room, and the rule never holds (peers.uploadLimit belongs at or below the link's share).
 //
-// A downloader keeps a file while it has requests for it in flight and for the slot idle time after
-// the last (a fetch asks for a file's next chunk within milliseconds); another asking meanwhile is
+// A downloader keeps a file while it has requests for it in flight and for spreadIdle after the last
+// (a fetch asks for a file's next chunk within milliseconds); another asking meanwhile is
 // told to ask again after Retry-After for that file alone, and takes other files from this node or
 // the file from the node it went to.
 type spread struct {
@@ -39,21 +39,18 @@ type spread struct {
 	held map[string]*spreadHolder // by model, revision and file
 }
 
+// spreadHolder is a file's copy: its downloader, with its requests as a slot counts them.
 type spreadHolder struct {
-	who    string
-	active int
-	last   time.Time
+	who string
+	holder
 }
 
 // spreadIdle is how long a downloader keeps a file's copy after its last request for it: its chunk
 // requests for one file follow each other within milliseconds.
 const spreadIdle = 500 * time.Millisecond
 
-func newSpread(idle time.Duration) *spread {
-	if idle <= 0 {
-		idle = spreadIdle
-	}
-	return &spread{idle: idle, now: time.Now, held: map[string]*spreadHolder{}}
+func newSpread() *spread {
+	return &spread{idle: spreadIdle, now: time.Now, held: map[string]*spreadHolder{}}
 }
 
 // free reports whether take would let who have file now.
@@ -79,7 +76,7 @@ func (s *spread) take(file, who string, spare bool) bool {
 	h, ok := s.held[file]
 	switch {
 	case !ok || s.over(h, now):
-		s.held[file] = &spreadHolder{who: who, active: 1}
+		s.held[file] = &spreadHolder{who: who, holder: holder{active: 1}}
 		s.sweep(now)
 		return true
 	case h.who == who:

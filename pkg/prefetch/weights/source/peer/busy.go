@@ -33,21 +33,20 @@ func (s *Source) busy(m *member, name string, err error) bool {
 	if !errors.As(err, &b) {
 		return false
 	}
-	until := time.Now().Add(b.After).UnixNano()
 	if b.File {
 		// The copy that holds the file there ends within a second or two, and the file's other holders
 		// are asked meanwhile: asked again soon, not after a whole Retry-After.
-		until = time.Now().Add(min(b.After, fileBusyRest)).UnixNano()
+		rest := min(b.After, fileBusyRest)
 		s.mu.Lock()
 		if m.later == nil {
 			m.later = map[string]int64{}
 		}
-		m.later[name] = until
+		m.later[name] = time.Now().Add(rest).UnixNano()
 		s.mu.Unlock()
-		s.o.Log.Debug("peer sends this file to another downloader now; asking others", "model", s.o.Model, "peer", m.host, "file", name, "retry", b.After)
+		s.o.Log.Debug("peer sends this file to another downloader now; asking others", "model", s.o.Model, "peer", m.host, "file", name, "retry", rest)
 		return true
 	}
-	m.busyUntil.Store(until)
+	m.busyUntil.Store(time.Now().Add(b.After).UnixNano())
 	s.o.Log.Debug("peer busy with other downloaders; its chunk goes elsewhere", "model", s.o.Model, "peer", m.host, "retry", b.After)
 	return true
 }
