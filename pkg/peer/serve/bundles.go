@@ -58,5 +58,5 @@ func (h *Handler) serveDigest(w http.ResponseWriter, r *http.Request, digest, wh
 		h.refuse(w, http.StatusNotFound, ReasonNotFound, what+" not held here")
 		return
 	}
-	h.send(w, r, fh, fi.Size(), slot, "")
+	h.send(w, r, fh, fi.Size(), slot, nil)
 }

@@ -201,11 +201,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fh.Close()
-	spreadKey := ""
-	if inFlight { // one downloader at a time per file of a download in flight (spread.go)
-		spreadKey = name + "\x00" + rev + "\x00" + fp.String()
-	}
-	h.send(w, r, fh, size, true, spreadKey)
+	// First copies first, one downloader at a time per file (spread.go).
+	h.send(w, r, fh, size, true, &spreadFile{key: name + "\x00" + rev + "\x00" + fp.String(), inFlight: inFlight})
 }
 
 // openWeight opens file fp of model at revision rev: from the published snapshot, or, while the
@@ -236,19 +233,27 @@ func (h *Handler) openWeight(name, rev string, fp fsroot.Path) (*os.File, int64,
 	return fh, blob.Size, false, nil
 }
 
+// spreadFile names a weight file for the spread rule (spread.go): key is its model, revision and
+// name; inFlight says it is a file of a download still in flight here.
+type spreadFile struct {
+	key      string
+	inFlight bool
+}
+
 // send answers r with the file fh of size bytes: its ranges bounded (limitRanges), a serving slot
-// taken for a GET when slot is set (a HEAD sends no body: it takes none) and then, when spreadKey
-// is set (a file of a download in flight), the file's copy (spread.go), the size in
-// peer.HeaderSize, and the body through the upload cap.
-func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size int64, slot bool, spreadKey string) {
+// taken for a GET when slot is set (a HEAD sends no body: it takes none) and then, for a weight
+// file (sp set), the file's copy (spread.go), the size in peer.HeaderSize, and the body through the
+// upload cap.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size int64, slot bool, sp *spreadFile) {
 	if !h.limitRanges(w, r, size) {
 		return
 	}
+	cw := &capped{ResponseWriter: w, h: h, ctx: r.Context(), rc: http.NewResponseController(w)}
 	if slot && r.Method == http.MethodGet {
 		who := downloader(r)
 		// The file's copy is asked first: a downloader turned away for it takes no slot here.
-		spare := spreadKey != "" && !h.slots.full()
-		if spreadKey != "" && !spare && !h.spread.free(spreadKey, who) {
+		spare := sp != nil && h.spare(sp.inFlight)
+		if sp != nil && !h.spread.free(sp.key, who, size) && !spare {
 			h.spreadBusy(w)
 			return
 		}
@@ -257,18 +262,28 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 			return
 		}
 		defer h.slots.release(who)
-		if spreadKey != "" {
-			if !h.spread.take(spreadKey, who, spare) {
+		if sp != nil {
+			if !h.spread.take(sp.key, who, spare) {
 				h.spreadBusy(w)
 				return
 			}
-			defer h.spread.give(spreadKey, who)
+			defer func() { h.spread.give(sp.key, who, cw.sent) }()
 		}
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(peer.HeaderSize, strconv.FormatInt(size, 10))
 	// ServeContent answers Range (and HEAD) itself; the zero modtime keeps it from adding validators.
-	http.ServeContent(&capped{ResponseWriter: w, h: h, ctx: r.Context(), rc: http.NewResponseController(w)}, r, "", time.Time{}, fh)
+	http.ServeContent(cw, r, "", time.Time{}, fh)
+}
+
+// spare reports whether this node's upload has room for any copy (spread.go): the served rate is
+// under ¾ of the cap. Without a cap nothing says: a file of a download in flight counts as sent
+// from a used upload, a published one as from one with room (every slot holder gets it).
+func (h *Handler) spare(inFlight bool) bool {
+	if !h.slots.measured() {
+		return !inFlight
+	}
+	return !h.slots.full()
 }
 
 // capped is the ResponseWriter every body goes through: bytes wait for the shared upload cap, in
@@ -280,6 +295,8 @@ type capped struct {
 	h   *Handler
 	ctx context.Context
 	rc  *http.ResponseController
+	// sent is how many body bytes went out.
+	sent int64
 }
 
 // pace waits until n bytes may be sent under the cap, then gives the piece WriteStall to reach the
@@ -296,6 +313,7 @@ func (c *capped) pace(n int) error {
 
 // count records n bytes sent.
 func (c *capped) count(n int) {
+	c.sent += int64(n)
 	if c.h.opts.Metrics != nil {
 		c.h.opts.Metrics.ServedBytes.Add(float64(n))
 	}

@@ -168,10 +168,14 @@ func (s *slots) underused(now time.Time) bool {
 	return len(s.held) <= s.overHeld || !flat
 }
 
+// measured reports whether the served rate says whether the upload is used: there is a cap (and
+// slots) to hold it against.
+func (s *slots) measured() bool { return s.max > 0 && s.cap > 0 }
+
 // full reports whether this node's upload is used: the bytes served over the last second reach
 // overflowBelow of the cap. Without a cap (or slots) nothing says, and it counts as used.
 func (s *slots) full() bool {
-	if s.max <= 0 || s.cap <= 0 {
+	if !s.measured() {
 		return true
 	}
 	s.mu.Lock()

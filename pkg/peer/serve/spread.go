@@ -8,24 +8,33 @@ import (
 	"warmd.io/warmd/pkg/peer"
 )
 
-// ReasonSpread is the refusal reason of a GET for a file of a download in flight whose copy from
-// this node goes to another downloader now (503 with Retry-After and peer.HeaderBusyFile; see
-// spread).
+// ReasonSpread is the refusal reason of a GET for a weight file whose copy from this node goes to
+// another downloader now, or that went out whole already while files sent in fewer copies are asked
+// for (503 with Retry-After and peer.HeaderBusyFile; see spread).
 const ReasonSpread = "spread"
 
-// spread sends each file of a download in flight to one downloader at a time. The nodes of a wave
+// spread sends each weight file to one downloader at a time while the upload is used (below). The nodes of a wave
 // are right behind the node ahead of them: the files it verified a moment ago are the ones every
 // one of them lacks. Were each sent to all who ask, its upload would carry the same bytes seven
 // times while the others' uploads idle, and each copy would take seven times as long; sent to one,
 // that one verifies it within seconds and serves it in turn, so the copies double per hop and this
 // node's upload carries a new file to the next downloader instead (BitTorrent's super-seeding).
-// A published revision is served to every slot holder as before: its nodes hold every file, and
-// the downloaders spread over them by rarest first.
+//
+// First copies first: a file this node already sent whole goes to nobody while a downloader asked,
+// within askedWithin, for a file it sent in fewer whole copies. Sending one file to one downloader
+// at a time is not enough: when that copy ends the next downloader asks this node again; a seed
+// (bench-fleet, 8 nodes) carried its first files to three or four nodes in turn and the rest to
+// two, so the wave got new files at half its upload or less. The downloaders turned away take the file from the node it
+// went to, and this node's upload carries the files nobody else has.
 //
 // Only while this node's upload is used (the bytes served over the last second reach ¾ of the cap,
 // as for overflow): a node whose upload would idle sends a file to whoever asks, so the copies of
-// what it holds double faster. Without a cap the rule always holds; a cap above the node's link
-// reads as room, and the rule never holds (peers.uploadLimit belongs at or below the link's share).
+// what it holds double faster. Without a cap the rule always holds for a download in flight, and
+// never for a published revision (nothing says whether the upload is used, and its nodes are
+// warm); a cap above the node's link reads as room, and the rule never holds (peers.uploadLimit
+// belongs at or below the link's share). A published revision is spread the same way: the wave
+// behind a seed that finished reads from it the files the others have not got yet, and a warm
+// node of a big wave sends each of its files to more downloaders before any gets two copies.
 //
 // A downloader keeps a file while it has requests for it in flight and for spreadIdle after the last
 // (a fetch asks for a file's next chunk within milliseconds); another asking meanwhile is
@@ -35,9 +44,20 @@ type spread struct {
 	idle time.Duration
 	now  func() time.Time
 
-	mu   sync.Mutex
-	held map[string]*spreadHolder // by model, revision and file
+	mu     sync.Mutex
+	held   map[string]*spreadHolder // by model, revision and file
+	copies map[string]*fileCopies   // by model, revision and file: what went out of each
 }
+
+// fileCopies is what this node sent of one file, and when it was last asked for.
+type fileCopies struct {
+	size  int64     // the file's size
+	sent  int64     // bytes of it sent to downloaders, all of them together
+	asked time.Time // the last request for it
+}
+
+// whole is how many whole copies of the file went out.
+func (c *fileCopies) whole() int64 { return c.sent / max(c.size, 1) }
 
 // spreadHolder is a file's copy: its downloader, with its requests as a slot counts them.
 type spreadHolder struct {
@@ -50,15 +70,42 @@ type spreadHolder struct {
 const spreadIdle = 500 * time.Millisecond
 
 func newSpread() *spread {
-	return &spread{idle: spreadIdle, now: time.Now, held: map[string]*spreadHolder{}}
+	return &spread{idle: spreadIdle, now: time.Now, held: map[string]*spreadHolder{}, copies: map[string]*fileCopies{}}
 }
 
-// free reports whether take would let who have file now.
-func (s *spread) free(file, who string) bool {
+// askedWithin is how long a request for a file counts as a downloader wanting it (first copies
+// first): a downloader turned away for a file asks again within a quarter of it.
+const askedWithin = time.Second
+
+// free reports whether take would let who have file (of size bytes) now, and records the ask: the
+// file is who's copy, or nobody's and no file asked for within askedWithin that nobody holds went
+// out in fewer whole copies (first copies first: a downloader that lacks a file this node sent to
+// fewer nodes gets it before a second copy of one already out goes to anyone).
+func (s *spread) free(file, who string, size int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
+	c, ok := s.copies[file]
+	if !ok {
+		c = &fileCopies{size: size}
+		s.copies[file] = c
+	}
+	c.asked = now
+	if h, ok := s.held[file]; ok && !s.over(h, now) {
+		return h.who == who
+	}
+	for k, o := range s.copies {
+		if k != file && now.Sub(o.asked) < askedWithin && o.whole() < c.whole() {
+			return false
+		}
+	}
+	return true
+}
+
+// unheld reports whether nobody holds file's copy now (s.mu is held).
+func (s *spread) unheld(file string, now time.Time) bool {
 	h, ok := s.held[file]
-	return !ok || h.who == who || s.over(h, s.now())
+	return !ok || s.over(h, now)
 }
 
 // over reports whether h's copy is over: no request in flight for the idle time.
@@ -86,32 +133,45 @@ func (s *spread) take(file, who string, spare bool) bool {
 	return spare // a second copy at once, from upload that would idle; the first keeps the file
 }
 
-// give ends one of who's requests for file.
-func (s *spread) give(file, who string) {
+// give ends one of who's requests for file, which sent it n bytes.
+func (s *spread) give(file, who string, n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c, ok := s.copies[file]; ok {
+		c.sent += n
+	}
 	if h, ok := s.held[file]; ok && h.who == who && h.active > 0 {
 		h.active--
 		h.last = s.now()
 	}
 }
 
-// sweep forgets files nobody has received for the idle time, so the map holds at most the files in
-// flight (s.mu is held).
+// sweep forgets files nobody has received for the idle time, and the copies of files nobody asked
+// for in copiesKept, so the maps hold at most the files in flight and those of the downloads of
+// the last minutes (s.mu is held).
 func (s *spread) sweep(now time.Time) {
-	if len(s.held) < 64 {
-		return
+	if len(s.held) >= 64 {
+		for k, h := range s.held {
+			if s.over(h, now) {
+				delete(s.held, k)
+			}
+		}
 	}
-	for k, h := range s.held {
-		if s.over(h, now) {
-			delete(s.held, k)
+	if len(s.copies) >= 256 {
+		for k, c := range s.copies {
+			if now.Sub(c.asked) >= copiesKept && s.unheld(k, now) {
+				delete(s.copies, k)
+			}
 		}
 	}
 }
+
+// copiesKept is how long the copies sent of a file nobody asks for are remembered.
+const copiesKept = 10 * time.Minute
 
 // spreadBusy answers a downloader whose file goes to another downloader now: busy for that file
 // alone (peer.HeaderBusyFile).
 func (h *Handler) spreadBusy(w http.ResponseWriter) {
 	w.Header().Set(peer.HeaderBusyFile, "1")
-	h.busyWith(w, ReasonSpread, "this file's copy from here goes to another downloader now: read other files here, or this one from that downloader once it has it")
+	h.busyWith(w, ReasonSpread, "this file's copy from here goes to another downloader now, or went out already while others have not: read other files here, or this one from a node that has it")
 }

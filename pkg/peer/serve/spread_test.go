@@ -1,7 +1,6 @@
 package serve_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -106,15 +105,5 @@ func TestSpreadOnlyWhileTheUploadIsUsed(t *testing.T) {
 // getAs asks srv for bytes 0-3 of file of org/m at rev as downloader node, the body read and closed.
 func getAs(t *testing.T, srv *httptest.Server, node, rev, file string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, peer.WeightsURL(srv.URL, "org/m", rev, file), nil)
-	req.Header.Set("Authorization", "Bearer ok")
-	req.Header.Set(peer.HeaderNode, node)
-	req.Header.Set("Range", "bytes=0-3")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
+	return getRangeAs(t, srv, node, rev, file, "bytes=0-3")
 }
