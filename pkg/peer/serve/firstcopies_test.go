@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,39 +18,19 @@ import (
 	"warmd.io/warmd/pkg/peer/serve"
 )
 
-// fakeClock is a clock for the slots and the spread rule that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) step(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-
 // TestSpreadFirstCopiesFirst: while the upload is used (no cap: always), a file this node already
 // sent whole goes to nobody while a downloader asked, within the last second, for a file it sent in
 // fewer copies; once nobody asks for that one, the second copy goes out.
 func TestSpreadFirstCopiesFirst(t *testing.T) {
 	root := cache(t)
-	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
-	if err := os.MkdirAll(staging, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"0", "1"} {
-		if err := os.WriteFile(filepath.Join(staging, name), []byte("verified!!"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stageFiles(t, root, "0", "1")
 	m := metrics.New(prometheus.NewRegistry()).Peers
 	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: m, ServeSlots: 8,
 		Published: func(string, string) bool { return false },
 		Staged: func(model, rev string) map[string]string {
 			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1"}
 		}})
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	serve.SetSpreadClock(h, clock.Now)
-	serve.SetSlotClock(h, clock.Now)
+	clock := freeze(h)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -92,9 +71,7 @@ func TestSpreadPublishedWhileTheUploadIsUsed(t *testing.T) {
 	}
 	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: 8, UploadLimit: 1 << 20,
 		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" }})
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
-	serve.SetSpreadClock(h, clock.Now)
-	serve.SetSlotClock(h, clock.Now)
+	clock := freeze(h)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

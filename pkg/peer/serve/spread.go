@@ -13,19 +13,20 @@ import (
 // for (503 with Retry-After and peer.HeaderBusyFile; see spread).
 const ReasonSpread = "spread"
 
-// spread sends each weight file to one downloader at a time while the upload is used (below). The nodes of a wave
-// are right behind the node ahead of them: the files it verified a moment ago are the ones every
-// one of them lacks. Were each sent to all who ask, its upload would carry the same bytes seven
-// times while the others' uploads idle, and each copy would take seven times as long; sent to one,
-// that one verifies it within seconds and serves it in turn, so the copies double per hop and this
-// node's upload carries a new file to the next downloader instead (BitTorrent's super-seeding).
+// spread sends each weight file to one downloader at a time while the upload is used (below). The
+// nodes of a wave are right behind the node ahead of them: the files it verified a moment ago are
+// the ones every one of them lacks. Were each sent to all who ask, its upload would carry the same
+// bytes seven times while the others' uploads idle, and each copy would take seven times as long;
+// sent to one, that one verifies it within seconds and serves it in turn, so the copies double per
+// hop and this node's upload carries a new file to the next downloader instead (BitTorrent's
+// super-seeding).
 //
 // First copies first: a file this node already sent whole goes to nobody while a downloader asked,
 // within askedWithin, for a file it sent in fewer whole copies. Sending one file to one downloader
 // at a time is not enough: when that copy ends the next downloader asks this node again; a seed
 // (bench-fleet, 8 nodes) carried its first files to three or four nodes in turn and the rest to
-// two, so the wave got new files at half its upload or less. The downloaders turned away take the file from the node it
-// went to, and this node's upload carries the files nobody else has.
+// two, so the wave got new files at half its upload or less. The downloaders turned away take the
+// file from the node it went to, and this node's upload carries the files nobody else has.
 //
 // Only while this node's upload is used (the bytes served over the last second reach ¾ of the cap,
 // as for overflow): a node whose upload would idle sends a file to whoever asks, so the copies of
@@ -78,7 +79,7 @@ func newSpread() *spread {
 const askedWithin = time.Second
 
 // free reports whether take would let who have file (of size bytes) now, and records the ask: the
-// file is who's copy, or nobody's and no file asked for within askedWithin that nobody holds went
+// file is who's copy, or nobody's and no other file asked for within askedWithin (held or not) went
 // out in fewer whole copies (first copies first: a downloader that lacks a file this node sent to
 // fewer nodes gets it before a second copy of one already out goes to anyone).
 func (s *spread) free(file, who string, size int64) bool {

@@ -24,27 +24,14 @@ import (
 // the idle time the file goes to the next; a published revision's files go to every downloader.
 func TestSpreadOneDownloaderPerFile(t *testing.T) {
 	root := cache(t)
-	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
-	if err := os.MkdirAll(staging, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"0", "1"} {
-		if err := os.WriteFile(filepath.Join(staging, name), []byte("verified!!"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stageFiles(t, root, "0", "1")
 	m := metrics.New(prometheus.NewRegistry()).Peers
 	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: m, ServeSlots: 8,
 		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" },
 		Staged: func(model, rev string) map[string]string {
 			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1"}
 		}})
-	var mu sync.Mutex
-	now := time.Unix(1_000_000, 0)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	serve.SetSpreadClock(h, clock)
-	serve.SetSlotClock(h, clock)
+	step := freeze(h).step
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -83,13 +70,7 @@ func TestSpreadOneDownloaderPerFile(t *testing.T) {
 // to a second downloader at once: a copy from upload that would idle costs nobody.
 func TestSpreadOnlyWhileTheUploadIsUsed(t *testing.T) {
 	root := cache(t)
-	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
-	if err := os.MkdirAll(staging, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(staging, "0"), []byte("verified!!"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	stageFiles(t, root, "0")
 	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: 8, UploadLimit: 1 << 30,
 		Published: func(string, string) bool { return false },
 		Staged:    func(string, string) map[string]string { return map[string]string{"a.bin": ".staging/org--m@r2/0"} }})
@@ -106,4 +87,37 @@ func TestSpreadOnlyWhileTheUploadIsUsed(t *testing.T) {
 func getAs(t *testing.T, srv *httptest.Server, node, rev, file string) *http.Response {
 	t.Helper()
 	return getRangeAs(t, srv, node, rev, file, "bytes=0-3")
+}
+
+// stageFiles writes each name, with the same ten bytes, into the staging directory of org/m at r2
+// (a download in flight: the Staged map of a test names them).
+func stageFiles(t *testing.T, root *fsroot.Root, names ...string) {
+	t.Helper()
+	staging := filepath.Join(root.Name(fsroot.MustPath(".staging")), "org--m@r2")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if err := os.WriteFile(filepath.Join(staging, name), []byte("verified!!"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fakeClock is a clock for the slots and the spread rule that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *fakeClock) step(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// freeze gives h's slots and spread rule one clock that stands still until stepped.
+func freeze(h *serve.Handler) *fakeClock {
+	c := &fakeClock{now: time.Unix(1_000_000, 0)}
+	serve.SetSpreadClock(h, c.Now)
+	serve.SetSlotClock(h, c.Now)
+	return c
 }
