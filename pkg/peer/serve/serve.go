@@ -9,7 +9,6 @@ package serve
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -87,8 +86,11 @@ type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
 	piece   int
-	slots   *slots
-	spread  *spread
+	// againWait bounds how long a piece of a copy that is not its file's first waits for the cap
+	// the first copies leave (capped.leftover): the constant againWait, shorter in tests.
+	againWait time.Duration
+	slots     *slots
+	spread    *spread
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -105,7 +107,7 @@ func New(opts Options) *Handler {
 	if opts.WriteStall <= 0 {
 		opts.WriteStall = DefaultWriteStall
 	}
-	h := &Handler{opts: opts, piece: 256 << 10, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
+	h := &Handler{opts: opts, piece: 256 << 10, againWait: againWait, slots: newSlots(opts.ServeSlots, opts.SlotIdle, opts.UploadLimit)}
 	h.slots.log = opts.Log
 	h.spread = newSpread()
 	if opts.UploadLimit > 0 {
@@ -253,20 +255,30 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 		who := downloader(r)
 		// The file's copy is asked first: a downloader turned away for it takes no slot here.
 		spare := sp != nil && h.spare(sp.inFlight)
-		if sp != nil && !h.spread.free(sp.key, who, size) && !spare {
-			h.spreadBusy(w)
-			return
-		}
-		if reason := h.slots.admit(who, servingElsewhere(r)); reason != "" {
-			h.busy(w, reason)
-			return
-		}
-		defer h.slots.release(who)
+		first := false
 		if sp != nil {
-			if !h.spread.take(sp.key, who, spare) {
+			free, f := h.spread.free(sp.key, who, size)
+			if !free && !spare {
 				h.spreadBusy(w)
 				return
 			}
+			// The first copy of a file of a download in flight here takes no slot (spread.go).
+			first = free && f && sp.inFlight
+		}
+		if !first {
+			if reason := h.slots.admit(who, servingElsewhere(r)); reason != "" {
+				h.busy(w, reason)
+				return
+			}
+			defer h.slots.release(who)
+		}
+		if sp != nil {
+			ok, again := h.spread.take(sp.key, who, spare)
+			if !ok {
+				h.spreadBusy(w)
+				return
+			}
+			cw.again = again
 			defer func() { h.spread.give(sp.key, who, cw.sent) }()
 		}
 	}
@@ -284,86 +296,4 @@ func (h *Handler) spare(inFlight bool) bool {
 		return !inFlight
 	}
 	return !h.slots.full()
-}
-
-// capped is the ResponseWriter every body goes through: bytes wait for the shared upload cap, in
-// pieces no larger than its burst, and are counted. It hands a file's pieces to the connection
-// itself (ReadFrom), so the kernel sends them from the page cache (sendfile) instead of copying them
-// through this process: serving peers then costs a node's CPUs, which its pods need, one copy per byte less.
-type capped struct {
-	http.ResponseWriter
-	h   *Handler
-	ctx context.Context
-	rc  *http.ResponseController
-	// sent is how many body bytes went out.
-	sent int64
-}
-
-// pace waits until n bytes may be sent under the cap, then gives the piece WriteStall to reach the
-// client (the connection's write deadline; past it the write fails and the response ends).
-func (c *capped) pace(n int) error {
-	if c.h.limiter != nil {
-		if err := c.h.limiter.WaitN(c.ctx, n); err != nil {
-			return err
-		}
-	}
-	_ = c.rc.SetWriteDeadline(time.Now().Add(c.h.opts.WriteStall)) // unsupported: no deadline, as before
-	return nil
-}
-
-// count records n bytes sent.
-func (c *capped) count(n int) {
-	c.sent += int64(n)
-	if c.h.opts.Metrics != nil {
-		c.h.opts.Metrics.ServedBytes.Add(float64(n))
-	}
-	c.h.slots.sent(n)
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	var done int
-	for len(p) > 0 {
-		n := min(len(p), c.h.piece)
-		if err := c.pace(n); err != nil {
-			return done, err
-		}
-		m, err := c.ResponseWriter.Write(p[:n])
-		done += m
-		c.count(m)
-		if err != nil {
-			return done, err
-		}
-		p = p[n:]
-	}
-	return done, nil
-}
-
-// writerOnly hides capped's ReadFrom from io.Copy.
-type writerOnly struct{ io.Writer }
-
-// ReadFrom implements io.ReaderFrom for http.ServeContent, which copies a range of the file as an
-// *io.LimitedReader over the *os.File: each piece goes to the connection's own ReadFrom as a
-// LimitedReader over the file itself, which net/http and the kernel send with sendfile. Anything
-// else is copied through Write.
-func (c *capped) ReadFrom(src io.Reader) (int64, error) {
-	rf, ok := c.ResponseWriter.(io.ReaderFrom)
-	lr, limited := src.(*io.LimitedReader)
-	if !ok || !limited {
-		return io.Copy(writerOnly{c}, src)
-	}
-	var done int64
-	for lr.N > 0 {
-		n := min(lr.N, int64(c.h.piece))
-		if err := c.pace(int(n)); err != nil {
-			return done, err
-		}
-		m, err := rf.ReadFrom(&io.LimitedReader{R: lr.R, N: n})
-		lr.N -= m
-		done += m
-		c.count(int(m))
-		if err != nil || m < n { // an error, or the file ended early
-			return done, err
-		}
-	}
-	return done, nil
 }

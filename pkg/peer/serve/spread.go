@@ -28,6 +28,19 @@ const ReasonSpread = "spread"
 // two, so the wave got new files at half its upload or less. The downloaders turned away take the
 // file from the node it went to, and this node's upload carries the files nobody else has.
 //
+// One first copy per downloader while others wait: a downloader that receives the first copy of a
+// file from here is refused the first copy of another while a downloader that receives nothing from
+// here asked within askedWithin. The files nobody else has then go to as many nodes as ask, so each
+// node of the wave has a file of its own to serve; sent to one, they share its link and arrive late
+// (a seed in bench-fleet sent 10 of its 16 files to one node, several at once at a share each). The
+// first copy of a file of a download still in flight here takes no serving slot (Handler.send): with
+// slots, the seed's two holders would get every file first. Such copies are bounded without slots:
+// one per file, and one per downloader while others wait.
+//
+// A copy that is not its file's first from here takes only the cap its first copies leave
+// (capped.leftover): the seed's upload is the one the whole wave waits on, and a second copy that
+// started while the upload had room must not slow the next file's first copy.
+//
 // Only while this node's upload is used (the bytes served over the last second reach ¾ of the cap,
 // as for overflow): a node whose upload would idle sends a file to whoever asks, so the copies of
 // what it holds double faster. Without a cap the rule always holds for a download in flight, and
@@ -48,7 +61,12 @@ type spread struct {
 	mu     sync.Mutex
 	held   map[string]*spreadHolder // by model, revision and file
 	copies map[string]*fileCopies   // by model, revision and file: what went out of each
+	asks   map[string]time.Time     // by downloader: its last request, for at most maxAsks of them
 }
+
+// maxAsks bounds the downloaders whose last request spread remembers: past it, one more counts as
+// waiting for nothing (othersWait), and a flood of node names costs only itself.
+const maxAsks = 256
 
 // fileCopies is what this node sent of one file, and when it was last asked for.
 type fileCopies struct {
@@ -71,7 +89,7 @@ type spreadHolder struct {
 const spreadIdle = 500 * time.Millisecond
 
 func newSpread() *spread {
-	return &spread{idle: spreadIdle, now: time.Now, held: map[string]*spreadHolder{}, copies: map[string]*fileCopies{}}
+	return &spread{idle: spreadIdle, now: time.Now, held: map[string]*spreadHolder{}, copies: map[string]*fileCopies{}, asks: map[string]time.Time{}}
 }
 
 // askedWithin is how long a request for a file counts as a downloader wanting it (first copies
@@ -81,8 +99,10 @@ const askedWithin = time.Second
 // free reports whether take would let who have file (of size bytes) now, and records the ask: the
 // file is who's copy, or nobody's and no other file asked for within askedWithin (held or not) went
 // out in fewer whole copies (first copies first: a downloader that lacks a file this node sent to
-// fewer nodes gets it before a second copy of one already out goes to anyone).
-func (s *spread) free(file, who string, size int64) bool {
+// fewer nodes gets it before a second copy of one already out goes to anyone). A file not yet sent
+// whole is who's first copy (first), unless who receives another first copy from here while a
+// downloader that receives nothing asked within askedWithin (one first copy per downloader).
+func (s *spread) free(file, who string, size int64) (ok, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -92,15 +112,71 @@ func (s *spread) free(file, who string, size int64) bool {
 		s.copies[file] = c
 	}
 	c.asked = now
+	s.ask(who, now)
 	if h, ok := s.held[file]; ok && !s.over(h, now) {
-		return h.who == who
+		return h.who == who, h.who == who && c.whole() == 0
+	}
+	if c.whole() == 0 {
+		if s.holdsFirst(who, now) && s.othersWait(who, now) {
+			return false, false
+		}
+		return true, true
 	}
 	for k, o := range s.copies {
 		if k != file && now.Sub(o.asked) < askedWithin && o.whole() < c.whole() {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
+}
+
+// ask records who's request at now; at maxAsks, the requests older than askedWithin are forgotten
+// first (s.mu is held).
+func (s *spread) ask(who string, now time.Time) {
+	if _, ok := s.asks[who]; !ok && len(s.asks) >= maxAsks {
+		for k, at := range s.asks {
+			if now.Sub(at) >= askedWithin {
+				delete(s.asks, k)
+			}
+		}
+		if len(s.asks) >= maxAsks {
+			return
+		}
+	}
+	s.asks[who] = now
+}
+
+// holdsFirst reports whether who receives a first copy from this node now (s.mu is held).
+func (s *spread) holdsFirst(who string, now time.Time) bool {
+	for k, h := range s.held {
+		if h.who == who && !s.over(h, now) {
+			if c, ok := s.copies[k]; !ok || c.whole() == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// othersWait reports whether a downloader other than who asked within askedWithin and receives
+// nothing from this node now (s.mu is held).
+func (s *spread) othersWait(who string, now time.Time) bool {
+	for o, at := range s.asks {
+		if o == who || now.Sub(at) >= askedWithin {
+			continue
+		}
+		busy := false
+		for _, h := range s.held {
+			if h.who == o && !s.over(h, now) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			return true
+		}
+	}
+	return false
 }
 
 // unheld reports whether nobody holds file's copy now (s.mu is held).
@@ -116,22 +192,25 @@ func (s *spread) over(h *spreadHolder, now time.Time) bool {
 
 // take reports whether who may receive file now (it is who's copy, or nobody's, or spare: this
 // node's upload has room for a second copy, not counted, the file staying its first downloader's),
-// and if so counts the request; the caller calls give when it ends.
-func (s *spread) take(file, who string, spare bool) bool {
+// and if so counts the request; the caller calls give when it ends. again reports that the bytes
+// are not the file's first copy from here (it went out whole before, or goes to another downloader
+// now): they wait for upload the first copies leave (capped.again).
+func (s *spread) take(file, who string, spare bool) (ok, again bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	h, ok := s.held[file]
+	again = s.copies[file] != nil && s.copies[file].whole() > 0
+	h, held := s.held[file]
 	switch {
-	case !ok || s.over(h, now):
+	case !held || s.over(h, now):
 		s.held[file] = &spreadHolder{who: who, holder: holder{active: 1}}
 		s.sweep(now)
-		return true
+		return true, again
 	case h.who == who:
 		h.active++
-		return true
+		return true, again
 	}
-	return spare // a second copy at once, from upload that would idle; the first keeps the file
+	return spare, true // a second copy at once, from upload that would idle; the first keeps the file
 }
 
 // give ends one of who's requests for file, which sent it n bytes.

@@ -1,0 +1,70 @@
+package serve_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"warmd.io/warmd/pkg/peer"
+	"warmd.io/warmd/pkg/peer/serve"
+)
+
+// stagedHandler serves org/m@r2, still downloading here, whose verified files a.bin, b.bin and
+// c.bin are staged, with slots serving slots, its clocks frozen.
+func stagedHandler(t *testing.T, slots int) (*httptest.Server, *fakeClock) {
+	t.Helper()
+	root := cache(t)
+	stageFiles(t, root, "0", "1", "2")
+	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: slots,
+		Published: func(string, string) bool { return false },
+		Staged: func(model, rev string) map[string]string {
+			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1", "c.bin": ".staging/org--m@r2/2"}
+		}})
+	clock := freeze(h)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, clock
+}
+
+// TestSpreadOneFirstCopyPerDownloader: a downloader that receives a file's first copy is refused
+// the first copy of another while a downloader that receives nothing asked; that one gets it, and
+// once every asker receives something, the first one gets a second first copy.
+func TestSpreadOneFirstCopyPerDownloader(t *testing.T) {
+	srv, _ := stagedHandler(t, 8)
+	want := func(node, file string, status int, why string) {
+		t.Helper()
+		resp := getAs(t, srv, node, "r2", file)
+		if resp.StatusCode != status {
+			t.Errorf("%s, %s (%s): %s, want %d", node, file, why, resp.Status, status)
+		}
+		if status == http.StatusServiceUnavailable && resp.Header.Get(peer.HeaderBusyFile) != "1" {
+			t.Errorf("%s, %s: busy without %s", node, file, peer.HeaderBusyFile)
+		}
+	}
+	want("n1", "a.bin", http.StatusPartialContent, "its first copy")
+	want("n2", "a.bin", http.StatusServiceUnavailable, "n1 holds its copy")
+	want("n1", "b.bin", http.StatusServiceUnavailable, "n1 receives a first copy while n2 waits")
+	want("n2", "b.bin", http.StatusPartialContent, "n2 receives nothing here")
+	want("n1", "c.bin", http.StatusPartialContent, "every asker receives a first copy")
+}
+
+// TestSpreadFirstCopyTakesNoSlot: the first copy of a file of a download in flight here goes out
+// while another downloader holds the one serving slot; a second copy waits for the slot.
+func TestSpreadFirstCopyTakesNoSlot(t *testing.T) {
+	srv, clock := stagedHandler(t, 1)
+	if resp := getRangeAs(t, srv, "n1", "r2", "a.bin", "bytes=0-9"); resp.StatusCode != http.StatusPartialContent {
+		t.Fatalf("n1, all of a.bin: %s", resp.Status)
+	}
+	clock.step(time.Second) // n1's copy is over: a.bin went out whole once
+	if resp := getAs(t, srv, "n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
+		t.Fatalf("n1, a second copy of a.bin (nothing else asked for): %s", resp.Status)
+	}
+	if resp := getRangeAs(t, srv, "n2", "r2", "b.bin", "bytes=0-9"); resp.StatusCode != http.StatusPartialContent {
+		t.Errorf("n2, b.bin's first copy while n1 holds the slot: %s; want it served", resp.Status)
+	}
+	clock.step(600 * time.Millisecond) // both copies are over; n1's slot stays its own for its idle time
+	if resp := getAs(t, srv, "n3", "r2", "b.bin"); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(peer.HeaderBusyFile) == "1" {
+		t.Errorf("n3, a second copy of b.bin while n1 holds the slot: %s %v; want 503 busy (the slot, not the file)", resp.Status, resp.Header)
+	}
+}
