@@ -19,12 +19,14 @@ type capped struct {
 	// sent is how many body bytes went out.
 	sent int64
 	// again: the body is a weight file's copy that is not its first from here (spread.take); its
-	// pieces take only the cap that first copies leave, for up to againWait each.
+	// pieces take only the cap that first copies leave, for up to againWait in all.
 	again bool
+	// waited is how long its pieces waited for the cap first copies leave, at most againWait.
+	waited time.Duration
 }
 
-// againWait is Handler.againWait: a piece of a copy that is not its file's first waits this long
-// at most for the cap the first copies leave, then its turn like any other. Far under a
+// againWait is Handler.againWait: the pieces of a copy that is not its file's first wait this long
+// in all at most for the cap the first copies leave, then their turn like any other. Far under a
 // downloader's stall timeout (peers.stallTimeout, 10 s by default), so no downloader gives a peer up
 // over it.
 const againWait = 2 * time.Second
@@ -48,10 +50,12 @@ func (c *capped) pace(n int) error {
 // a first copy's pieces wait their turn (WaitN), which reserves the cap ahead of time, so while one
 // is sent at the cap there is none left, and this piece waits; while the first copies' downloaders
 // cannot take the cap (their own links are full), the cap they leave fills up and goes to this one.
-// It reports false when againWait passed first: the piece then waits its turn.
+// It reports false when the response's againWait is spent: this piece and the rest wait their turn.
 func (c *capped) leftover(n int) bool {
 	poll := min(max(time.Duration(float64(n)/float64(c.h.limiter.Limit())*float64(time.Second))/2, time.Millisecond), 20*time.Millisecond)
-	until := time.Now().Add(c.h.againWait)
+	start := time.Now()
+	defer func() { c.waited += time.Since(start) }()
+	until := start.Add(c.h.againWait - c.waited)
 	for time.Now().Before(until) {
 		if c.h.limiter.AllowN(time.Now(), n) {
 			return true
@@ -62,6 +66,7 @@ func (c *capped) leftover(n int) bool {
 		case <-time.After(poll):
 		}
 	}
+	c.again = false // its wait is spent: the rest of the response waits its turn
 	return false
 }
 

@@ -9,8 +9,8 @@ import (
 )
 
 // A copy that is not its file's first takes the cap only when no first copy has reserved it: at
-// once from a full bucket, not within againWait while a first copy's piece waits ahead of it, and
-// it ends at once when its request does.
+// once from a full bucket, not within againWait while a first copy's piece waits ahead of it (and
+// then, its wait spent, its pieces wait their turn), and it ends at once when its request does.
 func TestLeftoverWaitsForFirstCopies(t *testing.T) {
 	const piece = 32 << 10
 	h := &Handler{limiter: rate.NewLimiter(64<<10, piece), piece: piece, againWait: 100 * time.Millisecond}
@@ -29,6 +29,9 @@ func TestLeftoverWaitsForFirstCopies(t *testing.T) {
 	}
 	if d := time.Since(start); d < h.againWait {
 		t.Errorf("gave up after %v, want againWait (%v)", d, h.againWait)
+	}
+	if c.again {
+		t.Error("againWait spent: the response's next pieces still wait for the cap first copies leave")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -62,13 +62,7 @@ func TestSpreadFirstCopiesFirst(t *testing.T) {
 // reach ¾ of the cap); with room in the upload every downloader gets it.
 func TestSpreadPublishedWhileTheUploadIsUsed(t *testing.T) {
 	root := cache(t)
-	m := root.Name(fsroot.MustPath("models--org--m"))
-	if err := os.WriteFile(filepath.Join(m, "blobs", "big"), make([]byte, 1<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("../../blobs/big", filepath.Join(m, "snapshots", "r1", "big.bin")); err != nil {
-		t.Fatal(err)
-	}
+	publishBig(t, root)
 	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: 8, UploadLimit: 1 << 20,
 		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" }})
 	clock := freeze(h)
@@ -110,4 +104,16 @@ func getRangeAs(t *testing.T, srv *httptest.Server, node, rev, file, rng string)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp
+}
+
+// publishBig adds big.bin, a mebibyte, to org/m@r1 in root.
+func publishBig(t *testing.T, root *fsroot.Root) {
+	t.Helper()
+	m := root.Name(fsroot.MustPath("models--org--m"))
+	if err := os.WriteFile(filepath.Join(m, "blobs", "big"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../blobs/big", filepath.Join(m, "snapshots", "r1", "big.bin")); err != nil {
+		t.Fatal(err)
+	}
 }

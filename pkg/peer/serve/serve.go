@@ -257,13 +257,13 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, fh *os.File, size
 		spare := sp != nil && h.spare(sp.inFlight)
 		first := false
 		if sp != nil {
-			free, f := h.spread.free(sp.key, who, size)
+			free, f := h.spread.free(sp.key, who, size, sp.inFlight)
 			if !free && !spare {
 				h.spreadBusy(w)
 				return
 			}
-			// The first copy of a file of a download in flight here takes no slot (spread.go).
-			first = free && f && sp.inFlight
+			// A first copy of a download in flight here, or one begun, takes no slot (spread.go).
+			first = free && f
 		}
 		if !first {
 			if reason := h.slots.admit(who, servingElsewhere(r)); reason != "" {

@@ -33,13 +33,18 @@ const ReasonSpread = "spread"
 // here asked within askedWithin. The files nobody else has then go to as many nodes as ask, so each
 // node of the wave has a file of its own to serve; sent to one, they share its link and arrive late
 // (a seed in bench-fleet sent 10 of its 16 files to one node, several at once at a share each). The
-// first copy of a file of a download still in flight here takes no serving slot (Handler.send): with
-// slots, the seed's two holders would get every file first. Such copies are bounded without slots:
-// one per file, and one per downloader while others wait.
+// rest of a first copy a downloader began goes to it whatever else it receives, and an unfinished
+// first copy stays its downloader's for firstIdle after its last request, not spreadIdle: taken over
+// meanwhile, the file was finished by nobody for many seconds. The first copy of a file of a
+// download still in flight here, and one begun already, takes no serving slot (Handler.send): with
+// slots, the seed's two holders would get every file first, and a copy begun before the seed
+// published would wait behind them. Such copies are bounded without slots: one per file, and one
+// begun per downloader while others wait.
 //
-// A copy that is not its file's first from here takes only the cap its first copies leave
-// (capped.leftover): the seed's upload is the one the whole wave waits on, and a second copy that
-// started while the upload had room must not slow the next file's first copy.
+// A copy that is not its file's first from here takes only the cap its first copies leave, for
+// againWait in all (capped.leftover): the seed's upload is the one the whole wave waits on, and a
+// second copy that started while the upload had room must not slow the next file's first copy, nor
+// starve (a downloader waiting on it has that chunk from nobody else).
 //
 // Only while this node's upload is used (the bytes served over the last second reach ¾ of the cap,
 // as for overflow): a node whose upload would idle sends a file to whoever asks, so the copies of
@@ -81,8 +86,16 @@ func (c *fileCopies) whole() int64 { return c.sent / max(c.size, 1) }
 // spreadHolder is a file's copy: its downloader, with its requests as a slot counts them.
 type spreadHolder struct {
 	who string
+	// first: the copy is its file's first from here, unfinished; it stays who's for firstIdle.
+	first bool
 	holder
 }
+
+// firstIdle is how long a file's unfinished first copy stays its downloader's after its last
+// request: the downloader's workers come back to a file's next chunk after other files' chunks,
+// and another downloader that took it over meanwhile leaves the first with a file it cannot finish
+// and serve (a seed's first copies went to three downloaders in turn, one file 23 s late).
+const firstIdle = 2 * time.Second
 
 // spreadIdle is how long a downloader keeps a file's copy after its last request for it: its chunk
 // requests for one file follow each other within milliseconds.
@@ -100,9 +113,11 @@ const askedWithin = time.Second
 // file is who's copy, or nobody's and no other file asked for within askedWithin (held or not) went
 // out in fewer whole copies (first copies first: a downloader that lacks a file this node sent to
 // fewer nodes gets it before a second copy of one already out goes to anyone). A file not yet sent
-// whole is who's first copy (first), unless who receives another first copy from here while a
-// downloader that receives nothing asked within askedWithin (one first copy per downloader).
-func (s *spread) free(file, who string, size int64) (ok, first bool) {
+// whole goes to who unless who receives another first copy from here while a downloader that
+// receives nothing asked within askedWithin (one first copy per downloader). first reports that the
+// copy takes no serving slot: it is the file's first, and the file's download is in flight here
+// (inFlight) or its first copy began already (the seed published meanwhile).
+func (s *spread) free(file, who string, size int64, inFlight bool) (ok, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -113,14 +128,17 @@ func (s *spread) free(file, who string, size int64) (ok, first bool) {
 	}
 	c.asked = now
 	s.ask(who, now)
-	if h, ok := s.held[file]; ok && !s.over(h, now) {
-		return h.who == who, h.who == who && c.whole() == 0
+	first = c.whole() == 0 && (inFlight || c.sent > 0)
+	h, held := s.held[file]
+	if held && !s.over(h, now) {
+		return h.who == who, h.who == who && first
 	}
 	if c.whole() == 0 {
-		if s.holdsFirst(who, now) && s.othersWait(who, now) {
+		// The rest of a first copy who began goes to who, whatever else it receives.
+		if !(held && h.who == who) && s.holdsFirst(who, now) && s.othersWait(who, now) {
 			return false, false
 		}
-		return true, true
+		return true, first
 	}
 	for k, o := range s.copies {
 		if k != file && now.Sub(o.asked) < askedWithin && o.whole() < c.whole() {
@@ -187,7 +205,11 @@ func (s *spread) unheld(file string, now time.Time) bool {
 
 // over reports whether h's copy is over: no request in flight for the idle time.
 func (s *spread) over(h *spreadHolder, now time.Time) bool {
-	return h.active == 0 && now.Sub(h.last) >= s.idle
+	idle := s.idle
+	if h.first {
+		idle = max(idle, firstIdle)
+	}
+	return h.active == 0 && now.Sub(h.last) >= idle
 }
 
 // take reports whether who may receive file now (it is who's copy, or nobody's, or spare: this
@@ -203,7 +225,7 @@ func (s *spread) take(file, who string, spare bool) (ok, again bool) {
 	h, held := s.held[file]
 	switch {
 	case !held || s.over(h, now):
-		s.held[file] = &spreadHolder{who: who, holder: holder{active: 1}}
+		s.held[file] = &spreadHolder{who: who, first: !again, holder: holder{active: 1}}
 		s.sweep(now)
 		return true, again
 	case h.who == who:
@@ -217,12 +239,14 @@ func (s *spread) take(file, who string, spare bool) (ok, again bool) {
 func (s *spread) give(file, who string, n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c, ok := s.copies[file]; ok {
+	c, ok := s.copies[file]
+	if ok {
 		c.sent += n
 	}
-	if h, ok := s.held[file]; ok && h.who == who && h.active > 0 {
+	if h, held := s.held[file]; held && h.who == who && h.active > 0 {
 		h.active--
 		h.last = s.now()
+		h.first = h.first && ok && c.whole() == 0
 	}
 }
 

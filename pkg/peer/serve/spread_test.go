@@ -21,7 +21,8 @@ import (
 // TestSpreadOneDownloaderPerFile: a file of a download in flight goes to one downloader at a time;
 // another asking meanwhile is told that this file alone is busy (503, Retry-After,
 // peer.HeaderBusyFile) and gets any other file; once the first downloader's copy has been idle for
-// the idle time the file goes to the next; a published revision's files go to every downloader.
+// the idle time (2 s for an unfinished first copy) the file goes to the next; a published
+// revision's files go to every downloader.
 func TestSpreadOneDownloaderPerFile(t *testing.T) {
 	root := cache(t)
 	stageFiles(t, root, "0", "1")
@@ -57,7 +58,11 @@ func TestSpreadOneDownloaderPerFile(t *testing.T) {
 			t.Errorf("%s, a published file: %s; want every downloader served", node, resp.Status)
 		}
 	}
-	step(time.Second) // n1's copy of a.bin has been idle longer than the idle time
+	step(time.Second) // past the idle time, but n1's first copy of a.bin is unfinished: still n1's
+	if resp := get("n2", "r2", "a.bin"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("second downloader of a.bin, a second after n1's unfinished first copy: %s; want 503", resp.Status)
+	}
+	step(2100 * time.Millisecond) // n1's unfinished first copy has been idle longer than firstIdle
 	if resp := get("n2", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
 		t.Errorf("second downloader of a.bin after the first's copy went idle: %s; want it served", resp.Status)
 	}
