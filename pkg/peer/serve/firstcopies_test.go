@@ -22,17 +22,8 @@ import (
 // sent whole goes to nobody while a downloader asked, within the last second, for a file it sent in
 // fewer copies; once nobody asks for that one, the second copy goes out.
 func TestSpreadFirstCopiesFirst(t *testing.T) {
-	root := cache(t)
-	stageFiles(t, root, "0", "1")
 	m := metrics.New(prometheus.NewRegistry()).Peers
-	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: m, ServeSlots: 8,
-		Published: func(string, string) bool { return false },
-		Staged: func(model, rev string) map[string]string {
-			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1"}
-		}})
-	clock := freeze(h)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, clock := stagedHandler(t, serve.Options{Metrics: m, ServeSlots: 8})
 
 	if resp := getRangeAs(t, srv, "n1", "r2", "a.bin", "bytes=0-9"); resp.StatusCode != http.StatusPartialContent {
 		t.Fatalf("n1, all of a.bin: %s", resp.Status)

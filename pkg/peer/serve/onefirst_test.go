@@ -10,28 +10,11 @@ import (
 	"warmd.io/warmd/pkg/peer/serve"
 )
 
-// stagedHandler serves org/m@r2, still downloading here, whose verified files a.bin, b.bin and
-// c.bin are staged, with slots serving slots, its clocks frozen.
-func stagedHandler(t *testing.T, slots int) (*httptest.Server, *fakeClock) {
-	t.Helper()
-	root := cache(t)
-	stageFiles(t, root, "0", "1", "2")
-	h := serve.New(serve.Options{Auth: allow{}, Root: root, ServeSlots: slots,
-		Published: func(string, string) bool { return false },
-		Staged: func(model, rev string) map[string]string {
-			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1", "c.bin": ".staging/org--m@r2/2"}
-		}})
-	clock := freeze(h)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv, clock
-}
-
 // TestSpreadOneFirstCopyPerDownloader: a downloader that receives a file's first copy is refused
 // the first copy of another while a downloader that receives nothing asked; that one gets it, and
 // once every asker receives something, the first one gets a second first copy.
 func TestSpreadOneFirstCopyPerDownloader(t *testing.T) {
-	srv, _ := stagedHandler(t, 8)
+	srv, _ := stagedHandler(t, serve.Options{ServeSlots: 8})
 	want := func(node, file string, status int, why string) {
 		t.Helper()
 		resp := getAs(t, srv, node, "r2", file)
@@ -52,7 +35,7 @@ func TestSpreadOneFirstCopyPerDownloader(t *testing.T) {
 // TestSpreadFirstCopyTakesNoSlot: the first copy of a file of a download in flight here goes out
 // while another downloader holds the one serving slot; a second copy waits for the slot.
 func TestSpreadFirstCopyTakesNoSlot(t *testing.T) {
-	srv, clock := stagedHandler(t, 1)
+	srv, clock := stagedHandler(t, serve.Options{ServeSlots: 1})
 	if resp := getRangeAs(t, srv, "n1", "r2", "a.bin", "bytes=0-9"); resp.StatusCode != http.StatusPartialContent {
 		t.Fatalf("n1, all of a.bin: %s", resp.Status)
 	}
@@ -72,7 +55,7 @@ func TestSpreadFirstCopyTakesNoSlot(t *testing.T) {
 // TestSpreadFirstCopyResumes: the rest of a first copy a downloader began goes to it while it
 // receives another file's first copy and a downloader that receives nothing waits.
 func TestSpreadFirstCopyResumes(t *testing.T) {
-	srv, clock := stagedHandler(t, 8)
+	srv, clock := stagedHandler(t, serve.Options{ServeSlots: 8})
 	if resp := getAs(t, srv, "n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
 		t.Fatalf("n1 begins a.bin: %s", resp.Status)
 	}

@@ -86,8 +86,8 @@ type Handler struct {
 	opts    Options
 	limiter *rate.Limiter // shared by every response: the cap is per node, not per request
 	piece   int
-	// againWait bounds how long a piece of a copy that is not its file's first waits for the cap
-	// the first copies leave (capped.leftover): the constant againWait, shorter in tests.
+	// againWait bounds how long, in all, the pieces of a copy that is not its file's first wait for
+	// the cap the first copies leave (capped.leftover): the constant againWait, shorter in tests.
 	againWait time.Duration
 	slots     *slots
 	spread    *spread

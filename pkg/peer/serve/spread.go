@@ -166,11 +166,9 @@ func (s *spread) ask(who string, now time.Time) {
 
 // holdsFirst reports whether who receives a first copy from this node now (s.mu is held).
 func (s *spread) holdsFirst(who string, now time.Time) bool {
-	for k, h := range s.held {
-		if h.who == who && !s.over(h, now) {
-			if c, ok := s.copies[k]; !ok || c.whole() == 0 {
-				return true
-			}
+	for _, h := range s.held {
+		if h.who == who && h.first && !s.over(h, now) {
+			return true
 		}
 	}
 	return false
@@ -179,18 +177,14 @@ func (s *spread) holdsFirst(who string, now time.Time) bool {
 // othersWait reports whether a downloader other than who asked within askedWithin and receives
 // nothing from this node now (s.mu is held).
 func (s *spread) othersWait(who string, now time.Time) bool {
+	receiving := map[string]bool{}
+	for _, h := range s.held {
+		if !s.over(h, now) {
+			receiving[h.who] = true
+		}
+	}
 	for o, at := range s.asks {
-		if o == who || now.Sub(at) >= askedWithin {
-			continue
-		}
-		busy := false
-		for _, h := range s.held {
-			if h.who == o && !s.over(h, now) {
-				busy = true
-				break
-			}
-		}
-		if !busy {
+		if o != who && now.Sub(at) < askedWithin && !receiving[o] {
 			return true
 		}
 	}

@@ -24,17 +24,10 @@ import (
 // the idle time (2 s for an unfinished first copy) the file goes to the next; a published
 // revision's files go to every downloader.
 func TestSpreadOneDownloaderPerFile(t *testing.T) {
-	root := cache(t)
-	stageFiles(t, root, "0", "1")
 	m := metrics.New(prometheus.NewRegistry()).Peers
-	h := serve.New(serve.Options{Auth: allow{}, Root: root, Metrics: m, ServeSlots: 8,
-		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" },
-		Staged: func(model, rev string) map[string]string {
-			return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1"}
-		}})
-	step := freeze(h).step
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, clock := stagedHandler(t, serve.Options{Metrics: m, ServeSlots: 8,
+		Published: func(model, rev string) bool { return model == "org/m" && rev == "r1" }})
+	step := clock.step
 
 	get := func(node, rev, file string) *http.Response { t.Helper(); return getAs(t, srv, node, rev, file) }
 	if resp := get("n1", "r2", "a.bin"); resp.StatusCode != http.StatusPartialContent {
@@ -107,6 +100,27 @@ func stageFiles(t *testing.T, root *fsroot.Root, names ...string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// stagedHandler serves org/m@r2, still downloading here, whose verified files a.bin, b.bin and
+// c.bin are staged, with opts (Root, Auth and Staged set here; Published says no revision is, unless
+// opts says otherwise), its clocks frozen.
+func stagedHandler(t *testing.T, opts serve.Options) (*httptest.Server, *fakeClock) {
+	t.Helper()
+	opts.Root = cache(t)
+	stageFiles(t, opts.Root, "0", "1", "2")
+	opts.Auth = allow{}
+	if opts.Published == nil {
+		opts.Published = func(string, string) bool { return false }
+	}
+	opts.Staged = func(model, rev string) map[string]string {
+		return map[string]string{"a.bin": ".staging/org--m@r2/0", "b.bin": ".staging/org--m@r2/1", "c.bin": ".staging/org--m@r2/2"}
+	}
+	h := serve.New(opts)
+	clock := freeze(h)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, clock
 }
 
 // fakeClock is a clock for the slots and the spread rule that moves only when told.
